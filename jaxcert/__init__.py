@@ -1,0 +1,20 @@
+"""jaxcert: exact, batched certification of machine-learning interatomic potentials in JAX.
+
+Core objects: :class:`Structure` (a pytree of positions Å, numbers, cell Å, pbc,
+masses amu, mask), :class:`Model` (pure energy function, optional force/stress
+heads), :mod:`jaxcert.derivatives` (exact and finite-difference engines),
+:mod:`jaxcert.models` (analytic zoo and defect models), :mod:`jaxcert.substrates`.
+``import jaxcert`` never imports torch.
+"""
+
+from jaxcert import derivatives, models, neighbors, units
+from jaxcert.model import Model, StressUnavailable, UnsupportedElement, from_voigt, strain, voigt
+from jaxcert.structure import Structure, StructureError, stack, unstack
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Structure", "StructureError", "stack", "unstack",
+    "Model", "StressUnavailable", "UnsupportedElement", "strain", "voigt", "from_voigt",
+    "derivatives", "models", "neighbors", "units", "__version__",
+]

@@ -1,0 +1,267 @@
+r"""Derivatives of a model's outputs: exact (autodiff) and finite-difference engines.
+
+Both engines implement the same methods, so every probe runs on either:
+
+=========================  ==========================================  ======================
+method                     quantity                                    shape
+=========================  ==========================================  ======================
+``force_jvp(m, s, v)``     J·v, J = ∂F/∂R of the *force output*        (n, 3) eV/Å²·Å
+``hvp(m, s, v)``           H·v = −J·v                                  (n, 3)
+``force_jacobian(m, s)``   J                                           (n, 3, n, 3) eV/Å²
+``hessian(m, s)``          H = −J                                      (n, 3, n, 3)
+``hutchinson_trace``       E_z[zᵀHz], Rademacher z                     () eV/Å²
+``stress_position(m, s)``  V ∂σ_m/∂R (Voigt m)                          (6, n, 3) eV/Å
+``force_strain(m, s)``     ∂F/∂γ_m, engineering Voigt strain γ         (n, 3, 6) eV/Å
+``stress_strain(m, s)``    B = ∂σ_m/∂γ_n                               (6, 6) eV/Å³
+``energy_strain(m, s)``    (1/V) ∂E/∂γ  (stress from the energy)       (6,) eV/Å³
+``bond_scan(m, s, i, j,``  E, −dE/ds and F_j·û along the bond i→j,     (k,) each
+``offsets)``               atom j moved by s û
+=========================  ==========================================  ======================
+
+Strain convention (PROBES.md §1.2): γ ↦ ε = [[γ₁, γ₆/2, γ₅/2], [γ₆/2, γ₂, γ₄/2],
+[γ₅/2, γ₄/2, γ₃]], 𝔽 = I + ε, cell h' = h𝔽ᵀ, positions r' = 𝔽r, so that
+∂E/∂γ_m = Vσ_m for all six components.
+
+As PROBES.md §1.4 requires, Jacobians are taken of the *force output* (a direct
+force head is differentiated as it is) and of the *stress output*; the energy is
+differentiated only for the energy-vs-force and energy-vs-stress comparisons.
+
+The finite-difference engine uses central differences of order 2 or 4 with the
+dtype-aware step of PROBES.md §1.5: ``fd_step = max(1e-3, (10 ε_mach)^{1/(o+a)})``
+(exactly 1e-3 Å in float64).  A directional derivative along v takes a physical
+step of exactly ``step`` Å along v/‖v‖ and rescales by ‖v‖.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxcert.model import Model, strain
+from jaxcert.structure import Structure
+
+__all__ = [
+    "Exact", "FiniteDifference", "EXACT", "fd_step", "voigt_strain",
+    "force_jvp", "hvp", "force_jacobian", "hessian", "hutchinson_trace",
+    "stress_position", "force_strain", "stress_strain", "energy_strain", "bond_scan",
+]
+
+FD_MIN_STEP = 1e-3
+FD_NOISE_AMPLIFICATION = 10.0
+
+
+def fd_step(order: int, accuracy: int, dtype: Any = jnp.float64, scale: float = 1.0) -> float:
+    """Precision-aware FD step (PROBES.md §1.5): max(1e-3·scale, scale·(10 ε_mach)^(1/(order+accuracy)))."""
+    eps = float(np.finfo(np.dtype(dtype)).eps)
+    return max(FD_MIN_STEP * scale, scale * (FD_NOISE_AMPLIFICATION * eps) ** (1.0 / (order + accuracy)))
+
+
+def voigt_strain(gamma: jax.Array) -> jax.Array:
+    """Engineering Voigt strain (6,) → symmetric strain tensor (3, 3) (PROBES.md §1.2)."""
+    g1, g2, g3, g4, g5, g6 = (gamma[k] for k in range(6))
+    return jnp.stack([
+        jnp.stack([g1, g6 / 2, g5 / 2]),
+        jnp.stack([g6 / 2, g2, g4 / 2]),
+        jnp.stack([g5 / 2, g4 / 2, g3]),
+    ])
+
+
+def _strained(s: Structure, gamma: jax.Array) -> Structure:
+    return strain(s, voigt_strain(gamma))
+
+
+def _stress_voigt(model: Model, params: Any, s: Structure) -> jax.Array:
+    from jaxcert.model import voigt
+
+    return voigt(model.stress_of(params, s))
+
+
+def _unit(s: Structure, i: int, j: int) -> jax.Array:
+    d = s.positions[j] - s.positions[i]
+    return d / jnp.linalg.norm(d)
+
+
+def _rademacher(key: jax.Array, s: Structure, n: int) -> jax.Array:
+    z = jax.random.rademacher(key, (n, *s.positions.shape), dtype=s.positions.dtype)
+    return z * s.mask[None, :, None].astype(z.dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class Exact:
+    """Autodiff engine: jvp for J·v, jacfwd for dense Jacobians, grad w.r.t. strain."""
+
+    name: str = "exact"
+
+    def force_jvp(self, model: Model, s: Structure, v: jax.Array) -> jax.Array:
+        s = model.prepare(s)
+        f = lambda R: model.forces_of(model.params, s.replace(positions=R))  # noqa: E731
+        return jax.jvp(f, (s.positions,), (v.astype(s.positions.dtype),))[1]
+
+    def hvp(self, model: Model, s: Structure, v: jax.Array) -> jax.Array:
+        return -self.force_jvp(model, s, v)
+
+    def force_jacobian(self, model: Model, s: Structure) -> jax.Array:
+        s = model.prepare(s)
+        return jax.jacfwd(lambda R: model.forces_of(model.params, s.replace(positions=R)))(s.positions)
+
+    def hessian(self, model: Model, s: Structure) -> jax.Array:
+        return -self.force_jacobian(model, s)
+
+    def hutchinson_trace(self, model: Model, s: Structure, key: jax.Array, n_samples: int = 4) -> jax.Array:
+        z = _rademacher(key, s, n_samples)
+        hz = jax.vmap(lambda zi: self.hvp(model, s, zi))(z)
+        return jnp.mean(jnp.sum(z * hz, axis=(1, 2)))
+
+    def stress_position(self, model: Model, s: Structure) -> jax.Array:
+        s = model.prepare(s)
+        V = jnp.abs(jnp.linalg.det(s.cell))
+        jac = jax.jacfwd(lambda R: _stress_voigt(model, model.params, s.replace(positions=R)))(s.positions)
+        return V * jac
+
+    def force_strain(self, model: Model, s: Structure) -> jax.Array:
+        s = model.prepare(s)
+        zero = jnp.zeros(6, s.positions.dtype)
+        return jax.jacfwd(lambda g: model.forces_of(model.params, _strained(s, g)))(zero)
+
+    def stress_strain(self, model: Model, s: Structure) -> jax.Array:
+        s = model.prepare(s)
+        zero = jnp.zeros(6, s.positions.dtype)
+        return jax.jacfwd(lambda g: _stress_voigt(model, model.params, _strained(s, g)))(zero)
+
+    def energy_strain(self, model: Model, s: Structure) -> jax.Array:
+        s = model.prepare(s)
+        zero = jnp.zeros(6, s.positions.dtype)
+        g = jax.grad(lambda g: model.energy_of(model.params, _strained(s, g)))(zero)
+        return g / jnp.abs(jnp.linalg.det(s.cell))
+
+    def bond_scan(self, model: Model, s: Structure, i: int, j: int, offsets: jax.Array):
+        """Returns (E_k eV, −dE/ds_k eV/Å, F_j·û eV/Å) at atom j displaced by s_k û."""
+        s = model.prepare(s)
+        u = _unit(s, i, j)
+        tangent = jnp.zeros_like(s.positions).at[j].set(u)
+
+        def one(off):
+            R = s.positions.at[j].add(off * u)
+            e = lambda R: model.energy_of(model.params, s.replace(positions=R))  # noqa: E731
+            E, dE = jax.jvp(e, (R,), (tangent,))
+            F = model.forces_of(model.params, s.replace(positions=R))
+            return E, -dE, F[j] @ u
+
+        return jax.vmap(one)(jnp.asarray(offsets, s.positions.dtype))
+
+
+def _central(f, x0: jax.Array, direction: jax.Array, h: float, order: int) -> jax.Array:
+    """Central difference of f along ``direction`` (unit step h)."""
+    if order == 2:
+        return (f(x0 + h * direction) - f(x0 - h * direction)) / (2 * h)
+    if order == 4:
+        return (
+            -f(x0 + 2 * h * direction) + 8 * f(x0 + h * direction)
+            - 8 * f(x0 - h * direction) + f(x0 - 2 * h * direction)
+        ) / (12 * h)
+    raise ValueError(f"finite-difference order must be 2 or 4, got {order}")
+
+
+@dataclasses.dataclass(frozen=True)
+class FiniteDifference:
+    """Central finite differences of the model's outputs (bridges, cross-checks).
+
+    Attributes:
+      order: 2 or 4 (truncation error O(h²) or O(h⁴)).
+      step: Å (or dimensionless strain); ``None`` = :func:`fd_step` for the dtype.
+    """
+
+    order: int = 2
+    step: float | None = None
+    name: str = "fd"
+
+    def h(self, s: Structure) -> float:
+        return self.step if self.step is not None else fd_step(1, 2, s.positions.dtype)
+
+    def force_jvp(self, model: Model, s: Structure, v: jax.Array) -> jax.Array:
+        s = model.prepare(s)
+        v = v.astype(s.positions.dtype)
+        nv = jnp.linalg.norm(v)
+        u = v / jnp.where(nv > 0, nv, 1.0)
+        f = lambda R: model.forces_of(model.params, s.replace(positions=R))  # noqa: E731
+        return nv * _central(f, s.positions, u, self.h(s), self.order)
+
+    def hvp(self, model: Model, s: Structure, v: jax.Array) -> jax.Array:
+        return -self.force_jvp(model, s, v)
+
+    def force_jacobian(self, model: Model, s: Structure) -> jax.Array:
+        s = model.prepare(s)
+        n = s.n_atoms
+        basis = jnp.eye(3 * n, dtype=s.positions.dtype).reshape(3 * n, n, 3)
+        cols = jax.lax.map(lambda e: self.force_jvp(model, s, e), basis)  # (3n, n, 3)
+        return jnp.moveaxis(cols.reshape(n, 3, n, 3), (0, 1), (2, 3))
+
+    def hessian(self, model: Model, s: Structure) -> jax.Array:
+        return -self.force_jacobian(model, s)
+
+    def hutchinson_trace(self, model: Model, s: Structure, key: jax.Array, n_samples: int = 4) -> jax.Array:
+        z = _rademacher(key, s, n_samples)
+        hz = jax.lax.map(lambda zi: self.hvp(model, s, zi), z)
+        return jnp.mean(jnp.sum(z * hz, axis=(1, 2)))
+
+    def stress_position(self, model: Model, s: Structure) -> jax.Array:
+        s = model.prepare(s)
+        n = s.n_atoms
+        V = jnp.abs(jnp.linalg.det(s.cell))
+        basis = jnp.eye(3 * n, dtype=s.positions.dtype).reshape(3 * n, n, 3)
+        f = lambda R: _stress_voigt(model, model.params, s.replace(positions=R))  # noqa: E731
+        cols = jax.lax.map(lambda e: _central(f, s.positions, e, self.h(s), self.order), basis)  # (3n, 6)
+        return V * cols.T.reshape(6, n, 3)
+
+    def _strain_columns(self, s: Structure, f) -> jax.Array:
+        basis = jnp.eye(6, dtype=s.positions.dtype)
+        zero = jnp.zeros(6, s.positions.dtype)
+        return jax.lax.map(lambda e: _central(f, zero, e, self.h(s), self.order), basis)
+
+    def force_strain(self, model: Model, s: Structure) -> jax.Array:
+        s = model.prepare(s)
+        cols = self._strain_columns(s, lambda g: model.forces_of(model.params, _strained(s, g)))
+        return jnp.moveaxis(cols, 0, -1)
+
+    def stress_strain(self, model: Model, s: Structure) -> jax.Array:
+        s = model.prepare(s)
+        cols = self._strain_columns(s, lambda g: _stress_voigt(model, model.params, _strained(s, g)))
+        return cols.T
+
+    def energy_strain(self, model: Model, s: Structure) -> jax.Array:
+        s = model.prepare(s)
+        cols = self._strain_columns(s, lambda g: model.energy_of(model.params, _strained(s, g)))
+        return cols / jnp.abs(jnp.linalg.det(s.cell))
+
+    def bond_scan(self, model: Model, s: Structure, i: int, j: int, offsets: jax.Array):
+        """As :meth:`Exact.bond_scan`, with −dE/ds from a central difference of E (step ``h``)."""
+        s = model.prepare(s)
+        u = _unit(s, i, j)
+        h = self.h(s)
+        e = lambda off: model.energy_of(model.params, s.replace(positions=s.positions.at[j].add(off * u)))  # noqa: E731
+
+        def one(off):
+            E = e(off)
+            dE = _central(e, off, jnp.ones((), off.dtype), h, self.order)
+            F = model.forces_of(model.params, s.replace(positions=s.positions.at[j].add(off * u)))
+            return E, -dE, F[j] @ u
+
+        return jax.lax.map(one, jnp.asarray(offsets, s.positions.dtype))
+
+
+EXACT = Exact()
+
+force_jvp = EXACT.force_jvp
+hvp = EXACT.hvp
+force_jacobian = EXACT.force_jacobian
+hessian = EXACT.hessian
+hutchinson_trace = EXACT.hutchinson_trace
+stress_position = EXACT.stress_position
+force_strain = EXACT.force_strain
+stress_strain = EXACT.stress_strain
+energy_strain = EXACT.energy_strain
+bond_scan = EXACT.bond_scan

@@ -1,0 +1,227 @@
+r"""Model: a potential as pure JAX functions plus parameters.
+
+A user wraps any JAX function ``energy_fn(params, structure) -> E`` (eV) as
+
+.. code-block:: python
+
+    model = jaxcert.Model(energy_fn, params=params, name="mine", cutoff=5.0)
+
+and optionally direct heads ``forces_fn(params, s) -> (n, 3)`` eV/Å and
+``stress_fn(params, s) -> (3, 3)`` eV/Å³.  Without heads
+
+.. math::  F = -\nabla_R E, \qquad \sigma = \frac{1}{V}\,\frac{\partial E(\mathbb{F}R, h\mathbb{F}^T)}{\partial \varepsilon}\Big|_{\varepsilon=0},
+           \quad \mathbb{F} = I + \tfrac12(\varepsilon + \varepsilon^T),
+
+which is ASE's sign convention (a compressed crystal, whose energy falls as it
+expands, has negative σ); Voigt order xx yy zz yz xz xy.
+
+The model is a pytree: ``params`` is the only leaf, functions and metadata are
+static, so ``jax.jit(f)(model, s)`` and closures over ``model`` both work.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxcert.structure import Structure, StructureError, _is_concrete
+
+__all__ = ["Model", "StressUnavailable", "UnsupportedElement", "strain", "voigt", "from_voigt"]
+
+
+class StressUnavailable(ValueError):
+    """The stress is not defined for this structure/model (no pbc, or no stress head)."""
+
+
+class UnsupportedElement(ValueError):
+    """The model has no parameters for an element of the structure."""
+
+
+def strain(s: Structure, eps: jax.Array) -> Structure:
+    r"""Affinely strain ``s``: 𝔽 = I + ε (ε as given; symmetrise it yourself if needed).
+
+    Every lattice vector a → 𝔽a (``cell @ 𝔽ᵀ``) and every position r → 𝔽r.
+    """
+    F = jnp.eye(3, dtype=s.positions.dtype) + eps
+    return s.replace(positions=s.positions @ F.T, cell=s.cell @ F.T)
+
+
+_VOIGT = ((0, 0), (1, 1), (2, 2), (1, 2), (0, 2), (0, 1))
+
+
+def voigt(sigma: jax.Array) -> jax.Array:
+    """(…, 3, 3) tensor → (…, 6) Voigt [xx, yy, zz, yz, xz, xy] (ASE order)."""
+    return jnp.stack([sigma[..., a, b] for a, b in _VOIGT], axis=-1)
+
+
+def from_voigt(v: jax.Array) -> jax.Array:
+    """(…, 6) Voigt → symmetric (…, 3, 3) tensor."""
+    xx, yy, zz, yz, xz, xy = (v[..., k] for k in range(6))
+    return jnp.stack(
+        [jnp.stack([xx, xy, xz], -1), jnp.stack([xy, yy, yz], -1), jnp.stack([xz, yz, zz], -1)], -2
+    )
+
+
+def _sym(eps: jax.Array) -> jax.Array:
+    return 0.5 * (eps + jnp.swapaxes(eps, -1, -2))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Model:
+    """A potential: ``energy_fn(params, s)`` in eV, optional direct heads.
+
+    Attributes:
+      energy_fn: ``(params, Structure) -> scalar`` eV.
+      forces_fn: optional direct force head ``(params, s) -> (n, 3)`` eV/Å.
+      stress_fn: optional direct stress head ``(params, s) -> (3, 3)`` eV/Å³.
+      params: pytree of parameters (the only traced field).
+      name: label used in reports.
+      cutoff: interaction range in Å, or a function of the (concrete) atomic
+        numbers returning it; used to size periodic images (``prepare``).
+      elements: supported atomic numbers, or ``None`` for any.
+      info: free-form static metadata (source, units, reference).
+    """
+
+    energy_fn: Callable[[Any, Structure], jax.Array]
+    forces_fn: Callable[[Any, Structure], jax.Array] | None = None
+    stress_fn: Callable[[Any, Structure], jax.Array] | None = None
+    params: Any = None
+    name: str = "model"
+    cutoff: float | Callable[[np.ndarray], float] | None = None
+    elements: tuple[int, ...] | None = None
+    info: tuple[tuple[str, str], ...] = ()
+
+    # -------------------------------------------------------------- plumbing
+    def replace(self, **changes: Any) -> Model:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def conservative_forces(self) -> bool:
+        """True when forces are −∇E (no direct force head)."""
+        return self.forces_fn is None
+
+    def has_stress(self, s: Structure) -> bool:
+        """Static: is a stress defined for ``s`` (periodic) with this model?"""
+        return s.periodic
+
+    def prepare(self, s: Structure) -> Structure:
+        """Validate elements and set the static image count for the model's cutoff.
+
+        Call outside ``jit`` (the bound conveniences and every jaxcert probe do).
+        A no-op on traced structures that already carry ``images``.
+        """
+        if self.elements is not None and _is_concrete(s.numbers):
+            nums = np.asarray(s.numbers)[np.asarray(s.mask)]
+            bad = sorted(set(nums.tolist()) - set(self.elements))
+            if bad:
+                from ase.data import chemical_symbols
+
+                names = ", ".join(f"{chemical_symbols[z]} (Z={z})" for z in bad)
+                ok = ", ".join(chemical_symbols[z] for z in self.elements)
+                raise UnsupportedElement(f"model {self.name!r} has no parameters for {names}; it supports {ok}")
+        if s.periodic and s.images is None:
+            rc = self.cutoff_for(s)
+            if rc is None:
+                return s
+            from jaxcert.neighbors import with_images
+
+            return with_images(s, rc)
+        return s
+
+    def cutoff_for(self, s: Structure) -> float | None:
+        """The cutoff in Å for ``s`` (concrete numbers needed if it depends on them)."""
+        if self.cutoff is None or not callable(self.cutoff):
+            return self.cutoff
+        if not _is_concrete(s.numbers):
+            raise StructureError(
+                f"model {self.name!r} has a composition-dependent cutoff; call model.prepare(s) outside jit"
+            )
+        nums = np.asarray(s.numbers)[np.asarray(s.mask)]
+        if nums.ndim == 0 or np.asarray(s.numbers).ndim > 1:  # batched: largest over the batch
+            nb = np.asarray(s.numbers).reshape(-1, s.n_atoms)
+            mb = np.asarray(s.mask).reshape(-1, s.n_atoms)
+            return max(float(self.cutoff(z[m])) for z, m in zip(nb, mb, strict=True))
+        return float(self.cutoff(nums))
+
+    # ------------------------------------------------------------ raw (pure)
+    def energy_of(self, params: Any, s: Structure) -> jax.Array:
+        """E(params, s) in eV (pure; ``s`` must be prepared)."""
+        return self.energy_fn(params, s)
+
+    def forces_of(self, params: Any, s: Structure) -> jax.Array:
+        """Force output in eV/Å: the direct head if present, else −∇E."""
+        if self.forces_fn is not None:
+            F = self.forces_fn(params, s)
+        else:
+            F = -jax.grad(lambda R: self.energy_fn(params, s.replace(positions=R)))(s.positions)
+        return F * s.mask[..., None].astype(F.dtype)
+
+    def energy_stress_of(self, params: Any, s: Structure) -> jax.Array:
+        r"""σ = (1/V) ∂E/∂ε at ε = 0 from the energy (3, 3), eV/Å³, whatever the heads."""
+        if not s.periodic:
+            raise StressUnavailable("stress is undefined for a non-periodic structure (pbc all False)")
+        zero = jnp.zeros((3, 3), s.positions.dtype)
+        dE = jax.grad(lambda e: self.energy_fn(params, strain(s, _sym(e))))(zero)
+        return dE / jnp.abs(jnp.linalg.det(s.cell))
+
+    def stress_of(self, params: Any, s: Structure) -> jax.Array:
+        """Stress output (3, 3) in eV/Å³: the direct head if present, else from the energy."""
+        if not s.periodic:
+            raise StressUnavailable("stress is undefined for a non-periodic structure (pbc all False)")
+        if self.stress_fn is not None:
+            return self.stress_fn(params, s)
+        return self.energy_stress_of(params, s)
+
+    # -------------------------------------------------- bound conveniences
+    def energy(self, s: Structure) -> jax.Array:
+        """Energy in eV."""
+        return self.energy_of(self.params, self.prepare(s))
+
+    def forces(self, s: Structure) -> jax.Array:
+        """Forces (n, 3) in eV/Å (direct head or −∇E); zero on padding atoms."""
+        return self.forces_of(self.params, self.prepare(s))
+
+    def stress(self, s: Structure) -> jax.Array:
+        """Stress (3, 3) in eV/Å³, ASE sign; raises :class:`StressUnavailable` without pbc."""
+        return self.stress_of(self.params, self.prepare(s))
+
+    def stress_voigt(self, s: Structure) -> jax.Array:
+        """Stress as Voigt (6,) [xx, yy, zz, yz, xz, xy] in eV/Å³ (ASE order)."""
+        return voigt(self.stress(s))
+
+    def energy_and_forces(self, s: Structure) -> tuple[jax.Array, jax.Array]:
+        """(E eV, F eV/Å) with one backward pass when forces are conservative."""
+        s = self.prepare(s)
+        if self.forces_fn is not None:
+            return self.energy_of(self.params, s), self.forces_of(self.params, s)
+        E, g = jax.value_and_grad(lambda R: self.energy_fn(self.params, s.replace(positions=R)))(s.positions)
+        return E, -g * s.mask[..., None].astype(g.dtype)
+
+    def __repr__(self) -> str:
+        heads = [h for h, f in (("forces", self.forces_fn), ("stress", self.stress_fn)) if f is not None]
+        return f"Model({self.name!r}, cutoff={self.cutoff}, heads={heads or 'conservative'})"
+
+
+jax.tree_util.register_dataclass(
+    Model,
+    data_fields=["params"],
+    meta_fields=["energy_fn", "forces_fn", "stress_fn", "name", "cutoff", "elements", "info"],
+)
+
+
+def check_structure(s: Structure) -> None:  # pragma: no cover - thin alias for users
+    """Raise :class:`StructureError` if ``s`` is invalid (re-validates concrete arrays)."""
+    from jaxcert.structure import validate
+
+    validate(
+        np.asarray(s.positions), np.asarray(s.numbers), np.asarray(s.cell), s.pbc,
+        np.asarray(s.masses), np.asarray(s.mask),
+    )
+
+
+__all__ += ["check_structure", "StructureError"]

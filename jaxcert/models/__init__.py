@@ -1,0 +1,46 @@
+"""The analytic JAX model zoo: ``jaxcert.models.get(name, **kw)``; ``available()`` lists them."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from jaxcert.model import Model
+
+__all__ = ["get", "available", "register", "describe"]
+
+# name -> ("module:factory", one-line description)
+_REGISTRY: dict[str, tuple[str, str]] = {
+    "lj": ("jaxcert.models.lj:lennard_jones", "per-element reference Lennard-Jones (PROBES.md §7), any element"),
+    "morse": ("jaxcert.models.morse:morse", "Morse pair potential, ASE form, smooth quintic cutoff"),
+}
+
+
+def register(name: str, target: str | Callable[..., Model], description: str = "") -> None:
+    """Register a factory (``"module:attr"`` or a callable) under ``name``."""
+    _REGISTRY[name] = (target, description) if isinstance(target, str) else (target, description)  # type: ignore[assignment]
+
+
+def _factory(name: str) -> Callable[..., Model]:
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown model {name!r}; available: {', '.join(sorted(_REGISTRY))}")
+    target = _REGISTRY[name][0]
+    if callable(target):
+        return target
+    mod, attr = target.split(":")
+    return getattr(importlib.import_module(mod), attr)
+
+
+def get(name: str, **kw) -> Model:
+    """Build a registered analytic model, e.g. ``get("lj")``, ``get("emt")``, ``get("morse", element="Cu")``."""
+    return _factory(name)(**kw)
+
+
+def available() -> list[str]:
+    """Names of the registered models."""
+    return sorted(_REGISTRY)
+
+
+def describe() -> dict[str, str]:
+    """name -> one-line description."""
+    return {k: v[1] for k, v in sorted(_REGISTRY.items())}

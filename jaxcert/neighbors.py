@@ -1,0 +1,217 @@
+r"""Periodic neighbours that stay differentiable in positions and cell.
+
+Dense construction (every probe substrate, small cells).  For atoms i, j and an
+integer image vector S on the periodic axes,
+
+.. math::  d_{ij,S} = r_j - r_i - \lfloor f_j - f_i \rceil h + S h,
+
+where f = r h^{-1} are fractional coordinates, h the cell (rows = lattice
+vectors) and the rounding (a minimum-image reduction, held constant under
+differentiation) keeps the reduced fractional separation in [-½, ½].  With
+``K_a = ceil(r_c / w_a + ½)`` images per axis, where ``w_a = V / |b × c|`` is the
+spacing of the lattice planes spanned by the other two vectors, every pair within
+``r_c`` is enumerated, for any skew and for cutoffs beyond half the cell.  The
+displacements are smooth functions of (R, h), so forces, stress (a strain
+derivative) and mixed second derivatives are exact.
+
+The number of images is a static shape.  :func:`with_images` computes it from a
+concrete cell (with a small margin for strains and drift) and stores it in the
+structure's static ``images`` field; :meth:`jaxcert.Model.prepare` does this for
+the model's cutoff.  Inside ``jit`` the images requested by a traced cell are
+checked against the static count, and an insufficient count turns every
+displacement into NaN (never a silently wrong energy).
+
+For many-body terms a capacity-limited table (:func:`neighbor_table`) keeps the
+``capacity`` nearest candidates per atom, with an overflow check that again
+yields NaN.  For large systems :func:`jaxmd_neighbor_list` wraps jax-md's cell
+list in the same output format.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxcert.structure import Structure, StructureError, _is_concrete
+
+__all__ = ["Pairs", "image_counts", "with_images", "pairs", "neighbor_table", "jaxmd_neighbor_list"]
+
+#: Relative margin on the cutoff when counting images (strain, drift of the cell).
+IMAGE_MARGIN = 0.05
+
+
+class Pairs(NamedTuple):
+    """Neighbour candidates of each atom (leading axes may be batched).
+
+    Attributes:
+      dR: (n, m, 3) displacement r_j + image - r_i in Å.
+      r: (n, m) distance in Å (1.0 where ``mask`` is False, so it is safe to divide).
+      mask: (n, m) True for a real pair (both atoms real, not an atom with itself).
+      j: (n, m) index of the neighbour atom.
+    """
+
+    dR: jax.Array
+    r: jax.Array
+    mask: jax.Array
+    j: jax.Array
+
+
+def _plane_spacings(cell: np.ndarray) -> np.ndarray:
+    vol = abs(np.linalg.det(cell))
+    out = np.empty(3)
+    for a in range(3):
+        b, c = cell[(a + 1) % 3], cell[(a + 2) % 3]
+        out[a] = vol / max(np.linalg.norm(np.cross(b, c)), 1e-300)
+    return out
+
+
+def image_counts(cell: Any, pbc: tuple[bool, bool, bool], cutoff: float, margin: float = IMAGE_MARGIN) -> tuple[int, int, int]:
+    """Images per axis needed to enumerate every pair within ``cutoff`` Å (concrete cell)."""
+    if not any(pbc):
+        return (0, 0, 0)
+    cell = np.asarray(cell, np.float64)
+    if cell.ndim == 3:  # batched: the maximum over the batch
+        counts = [image_counts(c, pbc, cutoff, margin) for c in cell]
+        return tuple(int(max(c[a] for c in counts)) for a in range(3))
+    w = _plane_spacings(cell)
+    reach = cutoff * (1.0 + margin)
+    return tuple(int(np.ceil(reach / w[a] + 0.5)) if pbc[a] else 0 for a in range(3))
+
+
+def with_images(s: Structure, cutoff: float, margin: float = IMAGE_MARGIN) -> Structure:
+    """Return ``s`` with its static ``images`` set for ``cutoff`` (Å); keeps a larger existing count."""
+    if not _is_concrete(s.cell):
+        if s.images is None:
+            raise StructureError(
+                "the cell is traced (inside jit/vmap/grad) and the structure has no static image count; "
+                "call model.prepare(structure) or jaxcert.neighbors.with_images(structure, cutoff) "
+                "outside the transformation"
+            )
+        return s
+    need = image_counts(s.cell, s.pbc, float(cutoff), margin)
+    if s.images is not None:
+        need = tuple(max(a, b) for a, b in zip(need, s.images, strict=True))
+    return s.replace(images=need)
+
+
+def _shift_vectors(images: tuple[int, int, int]) -> np.ndarray:
+    ranges = [range(-k, k + 1) for k in images]
+    shifts = np.array(list(itertools.product(*ranges)), dtype=np.float64)
+    # zero shift first, so that index 0 of each block is the minimum image
+    order = np.argsort(np.abs(shifts).sum(1), kind="stable")
+    return shifts[order]
+
+
+def pairs(s: Structure, cutoff: float) -> Pairs:
+    """All (atom, neighbour, image) candidates of an unbatched structure.
+
+    Differentiable in ``s.positions`` and ``s.cell``.  ``cutoff`` (Å) sets the
+    image count (if ``s.images`` is unset and the cell is concrete) and the
+    coverage check; pairs beyond the cutoff are still returned (masking them is
+    the model's cutoff function's job, which keeps derivatives smooth).
+    """
+    if s.positions.ndim != 2:
+        raise ValueError("pairs takes an unbatched structure; vmap over batches")
+    R, n = s.positions, s.n_atoms
+    pbc_mask = jnp.asarray(s.pbc, R.dtype)
+    dR = R[None, :, :] - R[:, None, :]  # (i, j, 3) = r_j - r_i
+    if s.periodic:
+        s = with_images(s, cutoff)
+        cell = s.cell
+        inv = jnp.linalg.inv(cell)
+        frac = dR @ inv
+        wrap = jax.lax.stop_gradient(jnp.round(frac) * pbc_mask)
+        dR = dR - wrap @ cell
+        shifts = jnp.asarray(_shift_vectors(s.images), R.dtype)
+        dR = dR[:, :, None, :] + (shifts @ cell)[None, None, :, :]  # (i, j, S, 3)
+        # coverage: the traced cell must not need more images than were enumerated
+        vol = jnp.abs(jnp.linalg.det(cell))
+        cross = jnp.stack([jnp.cross(cell[(a + 1) % 3], cell[(a + 2) % 3]) for a in range(3)])
+        spacing = vol / jnp.linalg.norm(cross, axis=1)
+        need = jnp.ceil(cutoff / spacing + 0.5) * pbc_mask
+        ok = jnp.all(need <= jnp.asarray(s.images, R.dtype))
+        dR = jnp.where(ok, dR, jnp.nan)
+        n_s = shifts.shape[0]
+        self_pair = (jnp.eye(n, dtype=bool)[:, :, None]) & (jnp.arange(n_s) == 0)[None, None, :]
+        real = (s.mask[:, None] & s.mask[None, :])[:, :, None] & ~self_pair
+        j = jnp.broadcast_to(jnp.arange(n)[None, :, None], (n, n, n_s))
+        dR = dR.reshape(n, n * n_s, 3)
+        real = real.reshape(n, n * n_s)
+        j = j.reshape(n, n * n_s)
+    else:
+        real = s.mask[:, None] & s.mask[None, :] & ~jnp.eye(n, dtype=bool)
+        j = jnp.broadcast_to(jnp.arange(n)[None, :], (n, n))
+    r2 = jnp.sum(dR * dR, axis=-1)
+    r = jnp.sqrt(jnp.where(real, r2, 1.0))
+    return Pairs(dR=dR, r=r, mask=real, j=j)
+
+
+def neighbor_table(s: Structure, cutoff: float, capacity: int) -> Pairs:
+    """The ``capacity`` nearest candidates of each atom (for three-body terms).
+
+    Selection uses the distances held constant under differentiation; gathered
+    displacements stay differentiable.  If more than ``capacity`` candidates lie
+    within ``cutoff`` for some atom, the displacements become NaN (overflow is
+    never silent).
+    """
+    p = pairs(s, cutoff)
+    m = p.r.shape[-1]
+    if capacity >= m:
+        return p
+    key = jnp.where(p.mask, jax.lax.stop_gradient(p.r), jnp.inf)
+    neg, idx = jax.lax.top_k(-key, capacity + 1)
+    overflow = jnp.any(-neg[:, capacity] < cutoff)
+    idx = idx[:, :capacity]
+    take = lambda x: jnp.take_along_axis(x, idx, axis=1)  # noqa: E731
+    dR = jnp.take_along_axis(p.dR, idx[:, :, None], axis=1)
+    dR = jnp.where(overflow, jnp.nan, dR)
+    mask = take(p.mask)
+    r = jnp.sqrt(jnp.where(mask, jnp.sum(dR * dR, -1), 1.0))
+    return Pairs(dR=dR, r=r, mask=mask, j=take(p.j))
+
+
+def jaxmd_neighbor_list(s: Structure, cutoff: float, skin: float = 0.5, capacity_multiplier: float = 1.25):
+    """jax-md cell list for large periodic systems (cutoff below half the cell).
+
+    Returns ``(nbrs, to_pairs)``: ``nbrs`` is a jax-md ``NeighborList`` allocated
+    from the concrete structure, ``to_pairs(s, nbrs)`` gives :class:`Pairs` for
+    the current positions (update with ``nbrs.update(fractional_positions)``
+    and check ``nbrs.did_buffer_overflow`` as in jax-md).  Works in fractional
+    coordinates with ``space.periodic_general`` so that skewed cells are exact.
+    """
+    from jax_md import partition, space
+
+    if not all(s.pbc):
+        raise StructureError("jaxmd_neighbor_list needs pbc on all three axes")
+    w = _plane_spacings(np.asarray(s.cell))
+    if cutoff + skin >= 0.5 * w.min():
+        raise StructureError(
+            f"cutoff+skin {cutoff + skin:.3g} Å is not below half the smallest plane spacing "
+            f"{0.5 * w.min():.3g} Å; use jaxcert.neighbors.pairs (dense images) for small cells"
+        )
+    box = jnp.asarray(s.cell).T  # jax-md: columns are lattice vectors
+    displacement, _ = space.periodic_general(box, fractional_coordinates=True)
+    neighbor_fn = partition.neighbor_list(
+        displacement, box, cutoff, dr_threshold=skin / 2, capacity_multiplier=capacity_multiplier,
+        fractional_coordinates=True, format=partition.Dense,
+    )
+    frac = jnp.mod(s.positions @ jnp.linalg.inv(s.cell), 1.0)
+    nbrs = neighbor_fn.allocate(frac)
+
+    def to_pairs(st: Structure, nb: Any) -> Pairs:
+        n = st.n_atoms
+        idx = nb.idx  # (n, K), n marks empty slots
+        valid = idx < n
+        jj = jnp.where(valid, idx, 0)
+        dR = st.positions[jj] - st.positions[:, None, :]
+        frac_d = dR @ jnp.linalg.inv(st.cell)
+        dR = dR - jax.lax.stop_gradient(jnp.round(frac_d)) @ st.cell
+        mask = valid & st.mask[:, None] & st.mask[jj]
+        r = jnp.sqrt(jnp.where(mask, jnp.sum(dR * dR, -1), 1.0))
+        return Pairs(dR=dR, r=r, mask=mask, j=jj)
+
+    return nbrs, to_pairs
