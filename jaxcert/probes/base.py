@@ -1,0 +1,132 @@
+r"""The probe contract (DESIGN.md "Contracts", PROBES.md §3).
+
+A probe is a pure function
+
+    probe(model, key, config=Config(), substrate=None) -> ProbeResult
+
+* ``key``: a JAX PRNG key (keyword ``key`` positional second; probes without
+  randomness ``del key``).
+* ``config``: a frozen dataclass whose defaults are the paper's (cite them).
+  Fields that set shapes (counts) are static Python ints; continuous knobs may be
+  swept by building new configs.
+* ``substrate``: a :class:`~jaxcert.Structure` (already built for the probe's kind),
+  an element symbol (built with :mod:`jaxcert.substrates` for the probe's kind,
+  outside jit), or ``None`` (element ``"Ar"``, as the reference CLI).
+* Returns :class:`ProbeResult`, a pytree of arrays only, so ``jax.jit(jax.vmap(
+  partial(probe, model, config=cfg)))(keys, stacked_substrates)`` runs every
+  element in one program.
+
+Score map S(d; λ) = exp(−|d|/λ); a non-finite defect scores 0 and sets
+``status = NONFINITE``.  A *skip* (decided statically, e.g. a non-periodic
+substrate for a stress probe) is signalled by raising :class:`ProbeSkip` with
+the reason *before* any tracing; the suite records it (score NaN, excluded from
+aggregation).  ``n_evals`` counts model-evaluation equivalents (a forward pass,
+or a jvp/vjp costing about one) so costs compare with the reference's "calls".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxcert.model import Model
+from jaxcert.structure import Structure
+
+__all__ = [
+    "ProbeResult", "ProbeSkip", "ProbeSpec", "OK", "NONFINITE", "SKIPPED", "ERROR",
+    "score_map", "finalize", "resolve_substrate", "PROBES", "register",
+]
+
+OK, NONFINITE, SKIPPED, ERROR = 0, 1, 2, 3
+STATUS_NAMES = {OK: "ok", NONFINITE: "non-finite", SKIPPED: "skipped", ERROR: "error"}
+
+
+class ProbeSkip(Exception):  # noqa: N818 - a signal, not an error
+    """Raised (outside tracing) when a probe does not apply; the message is the reason."""
+
+
+class ProbeResult(NamedTuple):
+    """Result of one probe on one substrate (all leaves are arrays).
+
+    Attributes:
+      defect: raw defect d (the probe's own units, see its docstring).
+      score: S ∈ [0, 1].
+      gate: bool pass/fail (True for probes without a gate; see ``ProbeSpec.gated``).
+      n_evals: model-evaluation equivalents used (int).
+      status: OK / NONFINITE (int code; SKIPPED and ERROR are set by the suite).
+      details: dict of small arrays worth reporting or plotting.
+    """
+
+    defect: jax.Array
+    score: jax.Array
+    gate: jax.Array
+    n_evals: jax.Array
+    status: jax.Array
+    details: dict[str, Any]
+
+
+def score_map(defect: jax.Array, scale: float | jax.Array) -> jax.Array:
+    """S(d; λ) = exp(−|d|/λ), 0 for a non-finite d (PROBES.md §3)."""
+    d = jnp.abs(defect)
+    return jnp.where(jnp.isfinite(d), jnp.exp(-d / scale), 0.0)
+
+
+def finalize(
+    defect: jax.Array,
+    score: jax.Array,
+    gate: jax.Array | bool,
+    n_evals: int | jax.Array,
+    details: dict[str, Any],
+) -> ProbeResult:
+    """Assemble a :class:`ProbeResult`; non-finite defect or score → score 0, gate False, NONFINITE."""
+    defect = jnp.asarray(defect)
+    score = jnp.asarray(score, defect.dtype)
+    finite = jnp.isfinite(defect) & jnp.isfinite(score)
+    return ProbeResult(
+        defect=defect,
+        score=jnp.where(finite, score, 0.0),
+        gate=jnp.asarray(gate, bool) & finite,
+        n_evals=jnp.asarray(n_evals, jnp.int32),
+        status=jnp.where(finite, OK, NONFINITE).astype(jnp.int32),
+        details=details,
+    )
+
+
+def resolve_substrate(model: Model, substrate: Structure | str | None, kind: str, dtype: Any = None) -> Structure:
+    """Structure for a probe: build from an element symbol if needed, then ``model.prepare``."""
+    if substrate is None:
+        substrate = "Ar"
+    if not isinstance(substrate, Structure):
+        from jaxcert import substrates
+
+        substrate = substrates.make_substrate(substrate, kind)
+        if not isinstance(substrate, Structure):
+            substrate = Structure.from_ase(substrate, dtype=dtype)
+    return model.prepare(substrate)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeSpec:
+    """Registry entry: the probe function and its static metadata (PROBES.md §4.15)."""
+
+    name: str
+    fn: Callable[..., ProbeResult]
+    config: type
+    substrate: str  # "cluster" | "trimer" | "bulk" | "p2mm"
+    target: float = 0.0
+    gated: bool = True
+    needs_stress: bool = False
+    needs_pbc: bool = False
+
+
+#: name -> ProbeSpec, filled by each probe module's ``register`` call.
+PROBES: dict[str, ProbeSpec] = {}
+
+
+def register(spec: ProbeSpec) -> ProbeSpec:
+    PROBES[spec.name] = spec
+    return spec
