@@ -9,7 +9,8 @@ A user wraps any JAX function ``energy_fn(params, structure) -> E`` (eV) as
 and optionally direct heads ``forces_fn(params, s) -> (n, 3)`` eV/Å and
 ``stress_fn(params, s) -> (3, 3)`` eV/Å³.  Without heads
 
-.. math::  F = -\nabla_R E, \qquad \sigma = \frac{1}{V}\,\frac{\partial E(\mathbb{F}R, h\mathbb{F}^T)}{\partial \varepsilon}\Big|_{\varepsilon=0},
+.. math::  F = -\nabla_R E, \qquad
+           \sigma = \frac{1}{V}\,\frac{\partial E(\mathbb{F}R, h\mathbb{F}^T)}{\partial \varepsilon}\Big|_{\varepsilon=0},
            \quad \mathbb{F} = I + \tfrac12(\varepsilon + \varepsilon^T),
 
 which is ASE's sign convention (a compressed crystal, whose energy falls as it
@@ -29,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcert.neighbors import det3
 from jaxcert.structure import Structure, StructureError, _is_concrete
 
 __all__ = ["Model", "StressUnavailable", "UnsupportedElement", "strain", "voigt", "from_voigt"]
@@ -167,7 +169,7 @@ class Model:
             raise StressUnavailable("stress is undefined for a non-periodic structure (pbc all False)")
         zero = jnp.zeros((3, 3), s.positions.dtype)
         dE = jax.grad(lambda e: self.energy_fn(params, strain(s, _sym(e))))(zero)
-        return dE / jnp.abs(jnp.linalg.det(s.cell))
+        return dE / jnp.abs(det3(s.cell))
 
     def stress_of(self, params: Any, s: Structure) -> jax.Array:
         """Stress output (3, 3) in eV/Å³: the direct head if present, else from the energy."""
@@ -178,17 +180,21 @@ class Model:
         return self.energy_stress_of(params, s)
 
     # -------------------------------------------------- bound conveniences
+    # Bound conveniences are jitted (one compile per model, shape and static fields):
+    # eager op-by-op dispatch compiles every primitive separately and is slow on CPU.
     def energy(self, s: Structure) -> jax.Array:
         """Energy in eV."""
-        return self.energy_of(self.params, self.prepare(s))
+        return _jit_energy(self, self.prepare(s))
 
     def forces(self, s: Structure) -> jax.Array:
         """Forces (n, 3) in eV/Å (direct head or −∇E); zero on padding atoms."""
-        return self.forces_of(self.params, self.prepare(s))
+        return _jit_forces(self, self.prepare(s))
 
     def stress(self, s: Structure) -> jax.Array:
         """Stress (3, 3) in eV/Å³, ASE sign; raises :class:`StressUnavailable` without pbc."""
-        return self.stress_of(self.params, self.prepare(s))
+        if not s.periodic:
+            raise StressUnavailable("stress is undefined for a non-periodic structure (pbc all False)")
+        return _jit_stress(self, self.prepare(s))
 
     def stress_voigt(self, s: Structure) -> jax.Array:
         """Stress as Voigt (6,) [xx, yy, zz, yz, xz, xy] in eV/Å³ (ASE order)."""
@@ -196,10 +202,13 @@ class Model:
 
     def energy_and_forces(self, s: Structure) -> tuple[jax.Array, jax.Array]:
         """(E eV, F eV/Å) with one backward pass when forces are conservative."""
-        s = self.prepare(s)
+        return _jit_energy_and_forces(self, self.prepare(s))
+
+    def energy_and_forces_of(self, params: Any, s: Structure) -> tuple[jax.Array, jax.Array]:
+        """Pure (E, F); one backward pass when forces are conservative."""
         if self.forces_fn is not None:
-            return self.energy_of(self.params, s), self.forces_of(self.params, s)
-        E, g = jax.value_and_grad(lambda R: self.energy_fn(self.params, s.replace(positions=R)))(s.positions)
+            return self.energy_of(params, s), self.forces_of(params, s)
+        E, g = jax.value_and_grad(lambda R: self.energy_fn(params, s.replace(positions=R)))(s.positions)
         return E, -g * s.mask[..., None].astype(g.dtype)
 
     def __repr__(self) -> str:
@@ -212,6 +221,12 @@ jax.tree_util.register_dataclass(
     data_fields=["params"],
     meta_fields=["energy_fn", "forces_fn", "stress_fn", "name", "cutoff", "elements", "info"],
 )
+
+
+_jit_energy = jax.jit(lambda m, s: m.energy_of(m.params, s))
+_jit_forces = jax.jit(lambda m, s: m.forces_of(m.params, s))
+_jit_stress = jax.jit(lambda m, s: m.stress_of(m.params, s))
+_jit_energy_and_forces = jax.jit(lambda m, s: m.energy_and_forces_of(m.params, s))
 
 
 def check_structure(s: Structure) -> None:  # pragma: no cover - thin alias for users

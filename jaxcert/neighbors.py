@@ -60,6 +60,18 @@ class Pairs(NamedTuple):
     j: jax.Array
 
 
+def det3(h: jax.Array) -> jax.Array:
+    """Determinant of (…, 3, 3) by the triple product (no LAPACK call; cheap to compile)."""
+    return jnp.sum(h[..., 0, :] * jnp.cross(h[..., 1, :], h[..., 2, :]), axis=-1)
+
+
+def inv3(h: jax.Array) -> jax.Array:
+    """Inverse of (…, 3, 3) from cross products: columns b×c, c×a, a×b over det."""
+    a, b, c = h[..., 0, :], h[..., 1, :], h[..., 2, :]
+    adj = jnp.stack([jnp.cross(b, c), jnp.cross(c, a), jnp.cross(a, b)], axis=-1)
+    return adj / det3(h)[..., None, None]
+
+
 def _plane_spacings(cell: np.ndarray) -> np.ndarray:
     vol = abs(np.linalg.det(cell))
     out = np.empty(3)
@@ -69,7 +81,9 @@ def _plane_spacings(cell: np.ndarray) -> np.ndarray:
     return out
 
 
-def image_counts(cell: Any, pbc: tuple[bool, bool, bool], cutoff: float, margin: float = IMAGE_MARGIN) -> tuple[int, int, int]:
+def image_counts(
+    cell: Any, pbc: tuple[bool, bool, bool], cutoff: float, margin: float = IMAGE_MARGIN
+) -> tuple[int, int, int]:
     """Images per axis needed to enumerate every pair within ``cutoff`` Å (concrete cell)."""
     if not any(pbc):
         return (0, 0, 0)
@@ -122,15 +136,15 @@ def pairs(s: Structure, cutoff: float) -> Pairs:
     if s.periodic:
         s = with_images(s, cutoff)
         cell = s.cell
-        inv = jnp.linalg.inv(cell)
+        inv = inv3(cell)
         frac = dR @ inv
         wrap = jax.lax.stop_gradient(jnp.round(frac) * pbc_mask)
         dR = dR - wrap @ cell
         shifts = jnp.asarray(_shift_vectors(s.images), R.dtype)
         dR = dR[:, :, None, :] + (shifts @ cell)[None, None, :, :]  # (i, j, S, 3)
         # coverage: the traced cell must not need more images than were enumerated
-        vol = jnp.abs(jnp.linalg.det(cell))
-        cross = jnp.stack([jnp.cross(cell[(a + 1) % 3], cell[(a + 2) % 3]) for a in range(3)])
+        vol = jnp.abs(det3(cell))
+        cross = jnp.stack([jnp.cross(cell[1], cell[2]), jnp.cross(cell[2], cell[0]), jnp.cross(cell[0], cell[1])])
         spacing = vol / jnp.linalg.norm(cross, axis=1)
         need = jnp.ceil(cutoff / spacing + 0.5) * pbc_mask
         ok = jnp.all(need <= jnp.asarray(s.images, R.dtype))
@@ -199,7 +213,7 @@ def jaxmd_neighbor_list(s: Structure, cutoff: float, skin: float = 0.5, capacity
         displacement, box, cutoff, dr_threshold=skin / 2, capacity_multiplier=capacity_multiplier,
         fractional_coordinates=True, format=partition.Dense,
     )
-    frac = jnp.mod(s.positions @ jnp.linalg.inv(s.cell), 1.0)
+    frac = jnp.mod(s.positions @ inv3(s.cell), 1.0)
     nbrs = neighbor_fn.allocate(frac)
 
     def to_pairs(st: Structure, nb: Any) -> Pairs:
@@ -208,7 +222,7 @@ def jaxmd_neighbor_list(s: Structure, cutoff: float, skin: float = 0.5, capacity
         valid = idx < n
         jj = jnp.where(valid, idx, 0)
         dR = st.positions[jj] - st.positions[:, None, :]
-        frac_d = dR @ jnp.linalg.inv(st.cell)
+        frac_d = dR @ inv3(st.cell)
         dR = dR - jax.lax.stop_gradient(jnp.round(frac_d)) @ st.cell
         mask = valid & st.mask[:, None] & st.mask[jj]
         r = jnp.sqrt(jnp.where(mask, jnp.sum(dR * dR, -1), 1.0))

@@ -191,7 +191,9 @@ class Structure:
     @property
     def volume(self) -> jax.Array:
         """|det cell| in Å³."""
-        return jnp.abs(jnp.linalg.det(self.cell))
+        from jaxcert.neighbors import det3
+
+        return jnp.abs(det3(self.cell))
 
     def replace(self, **changes: Any) -> Structure:
         """Functional update (no validation), e.g. ``s.replace(positions=R)``."""
