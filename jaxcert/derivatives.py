@@ -35,6 +35,7 @@ step of exactly ``step`` Å along v/‖v‖ and rescales by ‖v‖.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import jax
@@ -91,54 +92,84 @@ def _rademacher(key: jax.Array, s: Structure, n: int) -> jax.Array:
     return z * s.mask[None, :, None].astype(z.dtype)
 
 
+def _jitted(method):
+    """Jit an engine method (engine static); ``model.prepare`` runs outside the trace.
+
+    Eager op-by-op execution compiles every primitive separately (slow on CPU);
+    one compiled program per (engine, model, shapes) is reused across calls.
+    """
+    import inspect
+
+    static = tuple(a for a in ("n_samples",) if a in inspect.signature(method).parameters)
+    compiled = jax.jit(method, static_argnums=(0,), static_argnames=static)
+
+    @functools.wraps(method)
+    def wrapper(self, model: Model, s: Structure, *args: Any, **kw: Any):
+        if static and len(args) >= 2:  # n_samples given positionally: pass by name (static)
+            args, kw = args[:1], {**kw, "n_samples": args[1]}
+        return compiled(self, model, model.prepare(s), *args, **kw)
+
+    return wrapper
+
+
 @dataclasses.dataclass(frozen=True)
 class Exact:
     """Autodiff engine: jvp for J·v, jacfwd for dense Jacobians, grad w.r.t. strain."""
 
     name: str = "exact"
 
+    @_jitted
     def force_jvp(self, model: Model, s: Structure, v: jax.Array) -> jax.Array:
         s = model.prepare(s)
         f = lambda R: model.forces_of(model.params, s.replace(positions=R))  # noqa: E731
         return jax.jvp(f, (s.positions,), (v.astype(s.positions.dtype),))[1]
 
+    @_jitted
     def hvp(self, model: Model, s: Structure, v: jax.Array) -> jax.Array:
         return -self.force_jvp(model, s, v)
 
+    @_jitted
     def force_jacobian(self, model: Model, s: Structure) -> jax.Array:
         s = model.prepare(s)
         return jax.jacfwd(lambda R: model.forces_of(model.params, s.replace(positions=R)))(s.positions)
 
+    @_jitted
     def hessian(self, model: Model, s: Structure) -> jax.Array:
         return -self.force_jacobian(model, s)
 
+    @_jitted
     def hutchinson_trace(self, model: Model, s: Structure, key: jax.Array, n_samples: int = 4) -> jax.Array:
         z = _rademacher(key, s, n_samples)
         hz = jax.vmap(lambda zi: self.hvp(model, s, zi))(z)
         return jnp.mean(jnp.sum(z * hz, axis=(1, 2)))
 
+    @_jitted
     def stress_position(self, model: Model, s: Structure) -> jax.Array:
         s = model.prepare(s)
         V = jnp.abs(det3(s.cell))
         jac = jax.jacfwd(lambda R: _stress_voigt(model, model.params, s.replace(positions=R)))(s.positions)
         return V * jac
 
+    @_jitted
     def force_strain(self, model: Model, s: Structure) -> jax.Array:
         s = model.prepare(s)
         zero = jnp.zeros(6, s.positions.dtype)
         return jax.jacfwd(lambda g: model.forces_of(model.params, _strained(s, g)))(zero)
 
+    @_jitted
     def stress_strain(self, model: Model, s: Structure) -> jax.Array:
         s = model.prepare(s)
         zero = jnp.zeros(6, s.positions.dtype)
         return jax.jacfwd(lambda g: _stress_voigt(model, model.params, _strained(s, g)))(zero)
 
+    @_jitted
     def energy_strain(self, model: Model, s: Structure) -> jax.Array:
         s = model.prepare(s)
         zero = jnp.zeros(6, s.positions.dtype)
         g = jax.grad(lambda g: model.energy_of(model.params, _strained(s, g)))(zero)
         return g / jnp.abs(det3(s.cell))
 
+    @_jitted
     def bond_scan(self, model: Model, s: Structure, i: int, j: int, offsets: jax.Array):
         """Returns (E_k eV, −dE/ds_k eV/Å, F_j·û eV/Å) at atom j displaced by s_k û."""
         s = model.prepare(s)
@@ -183,6 +214,7 @@ class FiniteDifference:
     def h(self, s: Structure) -> float:
         return self.step if self.step is not None else fd_step(1, 2, s.positions.dtype)
 
+    @_jitted
     def force_jvp(self, model: Model, s: Structure, v: jax.Array) -> jax.Array:
         s = model.prepare(s)
         v = v.astype(s.positions.dtype)
@@ -191,9 +223,11 @@ class FiniteDifference:
         f = lambda R: model.forces_of(model.params, s.replace(positions=R))  # noqa: E731
         return nv * _central(f, s.positions, u, self.h(s), self.order)
 
+    @_jitted
     def hvp(self, model: Model, s: Structure, v: jax.Array) -> jax.Array:
         return -self.force_jvp(model, s, v)
 
+    @_jitted
     def force_jacobian(self, model: Model, s: Structure) -> jax.Array:
         s = model.prepare(s)
         n = s.n_atoms
@@ -201,14 +235,17 @@ class FiniteDifference:
         cols = jax.lax.map(lambda e: self.force_jvp(model, s, e), basis)  # (3n, n, 3)
         return jnp.moveaxis(cols.reshape(n, 3, n, 3), (0, 1), (2, 3))
 
+    @_jitted
     def hessian(self, model: Model, s: Structure) -> jax.Array:
         return -self.force_jacobian(model, s)
 
+    @_jitted
     def hutchinson_trace(self, model: Model, s: Structure, key: jax.Array, n_samples: int = 4) -> jax.Array:
         z = _rademacher(key, s, n_samples)
         hz = jax.lax.map(lambda zi: self.hvp(model, s, zi), z)
         return jnp.mean(jnp.sum(z * hz, axis=(1, 2)))
 
+    @_jitted
     def stress_position(self, model: Model, s: Structure) -> jax.Array:
         s = model.prepare(s)
         n = s.n_atoms
@@ -223,21 +260,25 @@ class FiniteDifference:
         zero = jnp.zeros(6, s.positions.dtype)
         return jax.lax.map(lambda e: _central(f, zero, e, self.h(s), self.order), basis)
 
+    @_jitted
     def force_strain(self, model: Model, s: Structure) -> jax.Array:
         s = model.prepare(s)
         cols = self._strain_columns(s, lambda g: model.forces_of(model.params, _strained(s, g)))
         return jnp.moveaxis(cols, 0, -1)
 
+    @_jitted
     def stress_strain(self, model: Model, s: Structure) -> jax.Array:
         s = model.prepare(s)
         cols = self._strain_columns(s, lambda g: _stress_voigt(model, model.params, _strained(s, g)))
         return cols.T
 
+    @_jitted
     def energy_strain(self, model: Model, s: Structure) -> jax.Array:
         s = model.prepare(s)
         cols = self._strain_columns(s, lambda g: model.energy_of(model.params, _strained(s, g)))
         return cols / jnp.abs(det3(s.cell))
 
+    @_jitted
     def bond_scan(self, model: Model, s: Structure, i: int, j: int, offsets: jax.Array):
         """As :meth:`Exact.bond_scan`, with −dE/ds from a central difference of E (step ``h``)."""
         s = model.prepare(s)
