@@ -75,7 +75,7 @@ def covalent_diameter(el: int | str, scale: float = 1.0) -> float:
     return 2.0 * r * scale
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _d_nn_unscaled(el: str) -> float:
     crystal = reference_crystal(el)
     if crystal is None:

@@ -10,7 +10,7 @@ and optionally direct heads ``forces_fn(params, s) -> (n, 3)`` eV/Å and
 ``stress_fn(params, s) -> (3, 3)`` eV/Å³.  Without heads
 
 .. math::  F = -\nabla_R E, \qquad
-           \sigma = \frac{1}{V}\,\frac{\partial E(\mathbb{F}R, h\mathbb{F}^T)}{\partial \varepsilon}\Big|_{\varepsilon=0},
+           \sigma = V^{-1}\, \partial E(\mathbb{F}R, h\mathbb{F}^T) / \partial\varepsilon \,\big|_{\varepsilon=0},
            \quad \mathbb{F} = I + \tfrac12(\varepsilon + \varepsilon^T),
 
 which is ASE's sign convention (a compressed crystal, whose energy falls as it
