@@ -8,13 +8,22 @@ heads), :mod:`jaxcert.derivatives` (exact and finite-difference engines),
 """
 
 from jaxcert import derivatives, models, neighbors, units
+from jaxcert.lam import lam
 from jaxcert.model import Model, StressUnavailable, UnsupportedElement, from_voigt, strain, voigt
 from jaxcert.structure import Structure, StructureError, stack, unstack
 
 __version__ = "0.1.0"
 
+
+def certify(*args, **kwargs):
+    """Run the certification suite; see :func:`jaxcert.probes.suite.certify`."""
+    from jaxcert.probes.suite import certify as _certify
+
+    return _certify(*args, **kwargs)
+
+
 __all__ = [
     "Structure", "StructureError", "stack", "unstack",
     "Model", "StressUnavailable", "UnsupportedElement", "strain", "voigt", "from_voigt",
-    "derivatives", "models", "neighbors", "units", "__version__",
+    "derivatives", "models", "neighbors", "units", "__version__", "certify", "lam",
 ]

@@ -1,0 +1,285 @@
+r"""The certification suite: every probe, every element, one compiled program per probe.
+
+``certify(model, elements)`` builds each substrate kind once for all elements
+(:func:`jaxcert.substrates.stacked`, padded to one shape), then runs each probe as
+
+    jax.jit(jax.vmap(lambda key, s: probe(model, key, config=cfg, substrate=s)))(keys, batch)
+
+so ten elements cost one compilation and one batched execution per probe.
+
+Order and sharing follow the reference (PROBES.md §6.1): the default order is
+conservativeness, equivariance, smoothness, stress_consistency, parity,
+representation, cross_maxwell, betti, zero_modes, trimer, reversibility,
+config_temperature, equipartition, virial.  The three statistical-mechanics
+probes read ONE shared Langevin trajectory per element (§5), computed once in a
+vmapped program and passed to each; they receive the same key, so a shared run
+equals a standalone one.
+
+Randomness: probe keys are ``fold_in(key(seed), crc32(name))`` split over the
+elements, so a probe's draws do not depend on which other probes run.
+
+Failure handling (§6.2, DESIGN.md "Errors"): a :class:`ProbeSkip` (e.g. no
+stress) is recorded with its reason (score NaN, excluded from aggregation); any
+other exception scores 0 with the error message recorded and the suite goes on;
+a non-finite defect (a model returning NaN) scores 0 with status "non-finite".
+
+Aggregation (§6.3–6.4): per probe, the arithmetic mean of the per-element
+scores (NaN dropped), mean defect, summed evaluations, gate = all elements;
+overall = ``arithmetic`` | ``geometric`` (default) | ``harmonic`` over the
+probe scores (clipped at 1e-12 for the latter two).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import traceback
+import zlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxcert.model import Model
+from jaxcert.probes.base import ERROR, PROBES, SKIPPED, STATUS_NAMES, ProbeSkip
+
+__all__ = ["DEFAULT_ORDER", "STATMECH", "certify", "combine_scores", "probe_key", "ProbeOutcome"]
+
+DEFAULT_ORDER = (
+    "conservativeness", "equivariance", "smoothness", "stress_consistency", "parity", "representation",
+    "cross_maxwell", "betti", "zero_modes", "trimer", "reversibility", "config_temperature",
+    "equipartition", "virial",
+)
+STATMECH = ("config_temperature", "equipartition", "virial")
+
+
+def combine_scores(scores: Sequence[float], method: str = "geometric") -> float:
+    """Aggregate probe scores (PROBES.md §6.3); non-finite scores (skips) are dropped."""
+    s = np.asarray([x for x in scores if x is not None and np.isfinite(x)], float)
+    if method not in ("arithmetic", "geometric", "harmonic"):
+        raise ValueError(f"unknown aggregation method {method!r}; use arithmetic, geometric or harmonic")
+    if s.size == 0:
+        return float("nan")
+    if method == "arithmetic":
+        return float(s.mean())
+    c = np.clip(s, 1e-12, 1.0)
+    if method == "geometric":
+        return float(np.exp(np.mean(np.log(c))))
+    return float(c.size / np.sum(1.0 / c))
+
+
+def probe_key(seed: int, name: str) -> jax.Array:
+    """The probe's key: independent of which other probes run."""
+    return jax.random.fold_in(jax.random.key(seed), zlib.crc32(name.encode()) & 0x7FFFFFFF)
+
+
+@dataclasses.dataclass
+class ProbeOutcome:
+    """One probe over all elements (numpy, ready for the report)."""
+
+    name: str
+    target: float
+    gated: bool
+    elements: list[str]
+    defect: np.ndarray  # (n_el,)
+    score: np.ndarray
+    gate: np.ndarray  # bool
+    n_evals: np.ndarray
+    status: list[str]
+    details: list[dict[str, Any]]  # per element
+    message: str | None = None  # skip reason or error
+    wall_s: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        sc = self.score[np.isfinite(self.score)]
+        dfc = self.defect[~np.isnan(self.defect)]
+        gates = [bool(g) for g, st in zip(self.gate, self.status, strict=True) if st != "skipped"]
+        return {
+            "score": float(sc.mean()) if sc.size else float("nan"),
+            "defect": float(dfc.mean()) if dfc.size else float("nan"),
+            "n_evals": int(np.sum(self.n_evals)),
+            "gate": (all(gates) if gates else None) if self.gated else None,
+            "status": _overall_status(self.status),
+        }
+
+
+def _overall_status(statuses: list[str]) -> str:
+    for s in ("error", "non-finite"):
+        if s in statuses:
+            return s
+    if all(s == "skipped" for s in statuses):
+        return "skipped"
+    return "ok"
+
+
+def _skipped(name, spec, elements, message, status="skipped") -> ProbeOutcome:
+    n = len(elements)
+    is_err = status == "error"
+    return ProbeOutcome(
+        name=name, target=spec.target, gated=spec.gated, elements=list(elements),
+        defect=np.full(n, np.inf if is_err else np.nan), score=np.full(n, 0.0 if is_err else np.nan),
+        gate=np.zeros(n, bool), n_evals=np.zeros(n, int), status=[status] * n,
+        details=[{"error" if is_err else "skipped": message} for _ in range(n)], message=message,
+    )
+
+
+def _to_numpy(tree: Any) -> Any:
+    return jax.tree_util.tree_map(lambda x: np.asarray(x), tree)
+
+
+def _split_details(details: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """Batched details dict → one dict per element."""
+    def pick(x, k):
+        if isinstance(x, dict):
+            return {key: pick(v, k) for key, v in x.items()}
+        x = np.asarray(x)
+        return x[k] if x.ndim >= 1 and x.shape[0] == n else x
+
+    return [pick(details, k) for k in range(n)]
+
+
+def _resolve(names: str | Sequence[str]) -> list[str]:
+    import jaxcert.probes  # noqa: F401  (registers every probe)
+
+    if names == "all" or names is None:
+        wanted = [n for n in DEFAULT_ORDER if n in PROBES] + sorted(set(PROBES) - set(DEFAULT_ORDER))
+    else:
+        wanted = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if n.strip()]
+        unknown = [n for n in wanted if n not in PROBES]
+        if unknown:
+            raise KeyError(f"unknown probe(s) {unknown}; available: {', '.join(sorted(PROBES))}")
+    # the trajectory owner runs before its consumers (§6.1)
+    if "config_temperature" in wanted:
+        consumers = [i for i, n in enumerate(wanted) if n in ("equipartition", "virial")]
+        if consumers and wanted.index("config_temperature") > consumers[0]:
+            wanted.remove("config_temperature")
+            wanted.insert(consumers[0], "config_temperature")
+    return wanted
+
+
+def certify(
+    model: Model,
+    elements: str | Sequence[str],
+    probes: str | Sequence[str] = "all",
+    seed: int = 0,
+    dtype: Any = None,
+    agg: str = "geometric",
+    configs: dict[str, Any] | None = None,
+    share_trajectory: bool = True,
+    progress: Callable[[str, int, int, float], None] | None = None,
+):
+    """Run the certification suite and return a :class:`jaxcert.report.Report`.
+
+    Args:
+      model: the potential.
+      elements: symbols, as a list or a comma-separated string.
+      probes: "all" or names (list or comma-separated).
+      seed: run seed (every probe key derives from it).
+      dtype: float dtype of the substrates (default: float64 if x64 is enabled, else float32).
+      agg: aggregation of probe scores into ``overall``.
+      configs: probe name → config instance overriding the defaults.
+      share_trajectory: one Langevin trajectory for the three stat-mech probes.
+      progress: callback ``(probe_name, index, total, seconds_of_previous)`` for displays.
+    """
+    from jaxcert import substrates
+    from jaxcert.report import Report
+
+    t_start = time.perf_counter()
+    if isinstance(elements, str):
+        elements = [e.strip() for e in elements.replace(" ", ",").split(",") if e.strip()]
+    elements = [str(e) for e in elements]
+    if not elements:
+        raise ValueError("no elements given")
+    combine_scores([], agg)  # validates the method name early
+    if dtype is None:
+        dtype = jnp.zeros(()).dtype
+    dtype = jnp.dtype(dtype)
+    if dtype == jnp.float64 and not jax.config.jax_enable_x64:
+        raise ValueError("float64 needs x64: call jax.config.update('jax_enable_x64', True) first")
+    names = _resolve(probes)
+    configs = dict(configs or {})
+
+    batches: dict[str, Any] = {}
+
+    def batch_for(kind: str):
+        if kind not in batches:
+            b, _ = substrates.stacked(kind, elements, dtype=dtype)
+            batches[kind] = model.prepare(b)
+        return batches[kind]
+
+    shared: dict[str, Any] = {}
+    outcomes: list[ProbeOutcome] = []
+    last = 0.0
+    for idx, name in enumerate(names):
+        if progress is not None:
+            progress(name, idx, len(names), last)
+        spec = PROBES[name]
+        cfg = configs.get(name, spec.config())
+        t0 = time.perf_counter()
+        try:
+            batch = batch_for(spec.substrate)
+            n = len(elements)
+            kname = "trajectory" if (name in STATMECH and share_trajectory) else name
+            keys = jax.random.split(probe_key(seed, kname), n)
+            extra: dict[str, Any] = {}
+            if name in STATMECH and share_trajectory:
+                extra["trajectory"] = _shared_trajectory(model, batch, keys, cfg, shared)
+            run = _compiled(model, spec, cfg, tuple(extra))
+            res = _to_numpy(run(keys, batch, *extra.values()))
+            outcome = ProbeOutcome(
+                name=name, target=spec.target, gated=spec.gated, elements=list(elements),
+                defect=np.asarray(res.defect, float), score=np.asarray(res.score, float),
+                gate=np.asarray(res.gate, bool), n_evals=np.asarray(res.n_evals, int),
+                status=[STATUS_NAMES[int(c)] for c in np.atleast_1d(res.status)],
+                details=_split_details(res.details, n),
+            )
+        except ProbeSkip as err:
+            outcome = _skipped(name, spec, elements, str(err))
+        except Exception as err:  # noqa: BLE001 - the suite goes on (§6.2)
+            msg = f"{type(err).__name__}: {err}"[:500]
+            outcome = _skipped(name, spec, elements, msg, status="error")
+            outcome.details[0]["traceback"] = traceback.format_exc()[-2000:]
+        outcome.wall_s = time.perf_counter() - t0
+        last = outcome.wall_s
+        outcomes.append(outcome)
+    if progress is not None:
+        progress("done", len(names), len(names), last)
+    return Report.from_outcomes(
+        model=model, elements=elements, seed=seed, dtype=str(dtype), agg=agg, outcomes=outcomes,
+        wall_s=time.perf_counter() - t_start,
+    )
+
+
+_COMPILED: dict[Any, Any] = {}
+
+
+def _compiled(model: Model, spec, cfg, extra_names: tuple[str, ...]):
+    key = (id(model), spec.name, cfg, extra_names)
+    if key not in _COMPILED:
+
+        def one(k, s, *extra):
+            return spec.fn(model, k, config=cfg, substrate=s, **dict(zip(extra_names, extra, strict=True)))
+
+        _COMPILED.clear() if len(_COMPILED) > 64 else None
+        _COMPILED[key] = (model, jax.jit(jax.vmap(one)))
+    return _COMPILED[key][1]
+
+
+def _shared_trajectory(model: Model, batch, keys, cfg, shared: dict[str, Any]):
+    """One Langevin trajectory per element for the stat-mech probes (PROBES.md §5)."""
+    from jaxcert import dynamics
+
+    thermostat = getattr(cfg, "thermostat", dynamics.LangevinConfig())
+    n_steps = max(int(getattr(cfg, "n_steps", 1100)), shared.get("n_steps", 0))
+    if "traj" in shared and shared["thermostat"] == thermostat and shared["n_steps"] >= n_steps:
+        return shared["traj"]
+    run = jax.jit(jax.vmap(lambda k, s: dynamics.langevin_trajectory(model, s, k, thermostat, n_steps=n_steps)))
+    traj = run(keys, batch)
+    shared.update(traj=traj, thermostat=thermostat, n_steps=n_steps)
+    return traj
+
+
+def status_code(name: str) -> int:  # pragma: no cover - convenience for users
+    return {v: k for k, v in STATUS_NAMES.items()}.get(name, ERROR if name == "error" else SKIPPED)
