@@ -64,7 +64,8 @@ def line_plot(series: list[tuple[str, Any, Any]], title: str, xlabel: str, ylabe
         return pad_t + H - (y - y0) / (y1 - y0) * H
 
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
-           f'font-size="11">', f'<text x="{pad_l}" y="16" font-size="13" font-weight="bold">{html.escape(title)}</text>',
+           f'font-size="11">',
+           f'<text x="{pad_l}" y="16" font-size="13" font-weight="bold">{html.escape(title)}</text>',
            f'<rect x="{pad_l}" y="{pad_t}" width="{W}" height="{H}" fill="none" stroke="#999"/>']
     for t in np.linspace(0, 1, 5):
         xv, yv = x0 + t * (x1 - x0), y0 + t * (y1 - y0)
