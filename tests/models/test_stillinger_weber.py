@@ -1,0 +1,253 @@
+"""jaxcert.models.stillinger_weber: closed form, jax-md, matscipy, a brute-force triplet sum, identities."""
+
+from __future__ import annotations
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from ase import Atoms
+from ase.build import bulk
+from ase.neighborlist import neighbor_list
+
+import jaxcert
+from jaxcert.model import UnsupportedElement
+from jaxcert.models import get
+from jaxcert.models.stillinger_weber import SW_SI_1985, stillinger_weber
+
+P = SW_SI_1985
+RC = P["a"] * P["sigma"]
+
+
+@pytest.fixture(scope="module")
+def model():
+    return stillinger_weber()
+
+
+def _rattled(atoms: Atoms, stdev: float, seed: int) -> Atoms:
+    atoms = atoms.copy()
+    atoms.positions += np.random.default_rng(seed).normal(0.0, stdev, atoms.positions.shape)
+    return atoms
+
+
+def _si8() -> Atoms:
+    return _rattled(bulk("Si", "diamond", a=5.431, cubic=True), 0.12, 1)
+
+
+def _si64() -> Atoms:
+    return _rattled(bulk("Si", "diamond", a=5.431, cubic=True).repeat(2), 0.1, 2)
+
+
+def _skewed() -> Atoms:
+    a = bulk("Si", "diamond", a=5.3)  # 2-atom primitive cell, made triclinic and compressed
+    rng = np.random.default_rng(3)
+    a.set_cell(a.cell @ (np.eye(3) + 0.06 * rng.normal(size=(3, 3))), scale_atoms=True)
+    return _rattled(a, 0.08, 3)
+
+
+def _cluster() -> Atoms:
+    a = bulk("Si", "diamond", a=5.431, cubic=True).repeat(2)
+    centre = a.positions[13]
+    keep = np.linalg.norm(a.positions - centre, axis=1) < 4.0  # atom + 4 + 12 shells: a 17-atom cluster
+    c = Atoms("Si" * int(keep.sum()), positions=a.positions[keep])
+    return _rattled(c, 0.1, 4)
+
+
+def _brute_force(atoms: Atoms) -> float:
+    """Direct Σ_{i<j} f2 + Σ_i Σ_{j<k} h with ASE's neighbour list (numpy, float64)."""
+    eps, sig, a, lam, gam, A, B = (P[k] for k in ("epsilon", "sigma", "a", "lam", "gamma", "A", "B"))
+    i_idx, D = neighbor_list("iD", atoms, RC)
+    e2 = e3 = 0.0
+    for i in range(len(atoms)):
+        vecs = D[i_idx == i] / sig
+        r = np.linalg.norm(vecs, axis=1)
+        e2 += 0.5 * np.sum(A * (B * r**-4 - 1.0) * np.exp(1.0 / (r - a)))
+        for j, k in itertools.combinations(range(len(r)), 2):
+            cos = vecs[j] @ vecs[k] / (r[j] * r[k])
+            e3 += lam * np.exp(gam / (r[j] - a) + gam / (r[k] - a)) * (cos + 1.0 / 3.0) ** 2
+    return eps * (e2 + e3)
+
+
+def _structure(atoms: Atoms, dtype=jnp.float64) -> jaxcert.Structure:
+    return jaxcert.Structure.from_ase(atoms, dtype=dtype)
+
+
+@jax.jit
+def _jit_efs(model, s):
+    e, g = jax.value_and_grad(lambda R: model.energy_of(model.params, s.replace(positions=R)))(s.positions)
+    f = -g * s.mask[:, None]
+    if s.periodic:
+        return e, f, model.stress_of(model.params, s)
+    return e, f, None
+
+
+def _efs(model, s):
+    """(E, F, σ or None) in one compiled call per shape (prepare outside jit, as the bound methods do)."""
+    return _jit_efs(model, model.prepare(s))
+
+
+def _energy_fn(model, s):
+    s = model.prepare(s)
+    return s, jax.jit(lambda R: model.energy_of(model.params, s.replace(positions=R)))
+
+
+# --------------------------------------------------------------------------- references
+@pytest.mark.parametrize("cubic", [True, False])
+def test_diamond_cohesive_energy(model, cubic):
+    """Every bond at the pair minimum, every angle tetrahedral: E = −2ε = −4.3366 eV/atom."""
+    atoms = bulk("Si", "diamond", a=5.431, cubic=cubic)
+    e = float(_efs(model, _structure(atoms))[0]) / len(atoms)
+    # closed form, independent of the model code: 2 f2(d/σ) per atom, three-body term zero
+    r = 5.431 * np.sqrt(3) / 4 / P["sigma"]
+    e_closed = P["epsilon"] * 2 * P["A"] * (P["B"] * r**-4 - 1.0) * np.exp(1.0 / (r - P["a"]))
+    assert abs(e - e_closed) < 1e-12
+    assert abs(e - (-4.3366)) < 1e-5
+
+
+@pytest.mark.parametrize("make", [_si8, _skewed, _cluster])
+def test_matches_brute_force_triplets(model, make):
+    atoms = make()
+    e = float(_efs(model, _structure(atoms))[0])
+    assert abs(e - _brute_force(atoms)) < 1e-10 * len(atoms)
+
+
+@pytest.mark.parametrize("make", [_si8, _si64, _skewed, _cluster])
+def test_matches_matscipy(model, make):
+    from matscipy.calculators.manybody import Manybody
+    from matscipy.calculators.manybody.explicit_forms.stillinger_weber import (
+        Stillinger_Weber_PRB_31_5262_Si,
+        StillingerWeber,
+    )
+
+    atoms = make()
+    ref = atoms.copy()
+    if not ref.pbc.any():
+        ref.center(vacuum=5.0)  # matscipy needs a cell; positions shift rigidly
+    ref.calc = Manybody(**StillingerWeber(Stillinger_Weber_PRB_31_5262_Si))
+    e, f, sigma = _efs(model, _structure(atoms))
+    assert abs(float(e) - ref.get_potential_energy()) < 1e-10 * len(atoms)
+    assert np.abs(np.asarray(f) - ref.get_forces()).max() < 1e-9
+    if atoms.pbc.any():
+        assert np.abs(np.asarray(jaxcert.voigt(sigma)) - ref.get_stress()).max() < 1e-10
+
+
+def test_matches_jax_md(model):
+    """jax-md 0.2.29 on the rattled 64-atom cell (minimum image needs L > 2 r_c).
+
+    jax-md adds 1e-7 Å to both distances inside its bond-angle cosine, which biases
+    its energy by ~1e-6 eV here; hence the tolerance (measured 8.0e-7 eV, 3.8e-7 eV/Å).
+    """
+    from jax_md import energy, space
+
+    atoms = _si64()
+    L = atoms.cell[0, 0]
+    displacement, _ = space.periodic(L)
+    e_fn = jax.jit(jax.value_and_grad(energy.stillinger_weber(displacement, epsilon=P["epsilon"])))
+    e_ref, g_ref = e_fn(jnp.asarray(atoms.positions % L))
+    e, f, _ = _efs(model, _structure(atoms))
+    assert abs(float(e) - float(e_ref)) < 5e-6
+    assert np.abs(np.asarray(f) + np.asarray(g_ref)).max() < 5e-6
+
+
+# --------------------------------------------------------------------------- identities
+def _random_rotation(rng) -> np.ndarray:
+    q, r = np.linalg.qr(rng.normal(size=(3, 3)))
+    q = q * np.sign(np.diag(r))
+    return q if np.linalg.det(q) > 0 else -q
+
+
+@pytest.mark.parametrize("make", [_si8, _skewed, _cluster])
+def test_rotation_translation_permutation_invariance(model, make):
+    atoms = make()
+    rng = np.random.default_rng(11)
+    Q = _random_rotation(rng)
+    perm = rng.permutation(len(atoms))
+    moved = atoms.copy()
+    moved.positions = (atoms.positions @ Q.T + rng.normal(size=3) * 3.0)[perm]
+    moved.numbers = atoms.numbers[perm]
+    moved.set_cell(atoms.cell @ Q.T, scale_atoms=False)
+    e0, f0, _ = _efs(model, _structure(atoms))
+    e1, f1, _ = _efs(model, _structure(moved))
+    assert abs(float(e1 - e0)) < 1e-13 * abs(float(e0))
+    np.testing.assert_allclose(np.asarray(f1), (np.asarray(f0) @ Q.T)[perm], atol=1e-11)
+
+
+@pytest.mark.parametrize("make", [_si8, _cluster])
+def test_forces_are_central_differences_of_energy(model, make):
+    """|FD(h) − (−F·v)| shrinks like h²: the error ratio between h and h/2 is 4."""
+    s, e_fn = _energy_fn(model, _structure(make()))
+    f = np.asarray(_efs(model, s)[1])
+    v = np.random.default_rng(5).normal(size=f.shape)
+    v /= np.linalg.norm(v)
+    exact = -np.sum(f * v)
+    R = s.positions
+    errs = []
+    for h in (0.02, 0.01):
+        fd = (float(e_fn(R + h * v)) - float(e_fn(R - h * v))) / (2 * h)
+        errs.append(abs(fd - exact))
+    assert errs[1] < 1e-3 * max(1.0, abs(exact))
+    assert 3.5 < errs[0] / errs[1] < 4.5
+
+
+@pytest.mark.parametrize("make", [_si8, _skewed])
+def test_stress_is_strain_derivative_of_energy(model, make):
+    s = model.prepare(_structure(make()))
+    sigma = np.asarray(_efs(model, s)[2])
+    e_of = jax.jit(lambda eps: model.energy_of(model.params, jaxcert.strain(s, eps)))
+    V = float(s.volume)
+    h = 1e-5
+    fd = np.zeros((3, 3))
+    for a, b in itertools.product(range(3), repeat=2):
+        D = np.zeros((3, 3))
+        D[a, b] += 0.5 * h
+        D[b, a] += 0.5 * h
+        fd[a, b] = (float(e_of(jnp.asarray(D))) - float(e_of(jnp.asarray(-D)))) / (2 * h * V)
+    np.testing.assert_allclose(sigma, fd, atol=1e-8)
+    np.testing.assert_allclose(sigma, sigma.T, atol=1e-14)
+
+
+def test_cutoff_is_smooth_and_gradients_finite(model):
+    """Dimers/trimers at, beyond and just inside r_c: zero energy/force beyond, finite and tiny inside."""
+    for d in (RC - 1e-9, RC, RC + 1e-9, RC + 0.5):
+        e, f, _ = _efs(model, _structure(Atoms("Si3", positions=[[0, 0, 0], [d, 0, 0], [0, d, 0]])))
+        assert np.isfinite(np.asarray(f)).all()
+        assert abs(float(e)) < 1e-300 and np.abs(np.asarray(f)).max() < 1e-300
+    e, f, _ = _efs(model, _structure(Atoms("Si3", positions=[[0, 0, 0], [RC - 0.3, 0, 0], [0, RC - 0.2, 0]])))
+    assert np.isfinite(np.asarray(f)).all() and float(e) != 0.0 and np.abs(np.asarray(f)).max() > 0.0
+
+
+# --------------------------------------------------------------------------- batching, dtype, elements
+def test_padded_batch_equals_unpadded(model):
+    for pair in ((_si8(), _skewed()),):
+        ss = [_structure(a) for a in pair]
+        batch = model.prepare(jaxcert.stack(ss))
+        e_b, f_b, _ = jax.vmap(_jit_efs, in_axes=(None, 0))(model, batch)
+        for k, s in enumerate(ss):
+            e, f, _ = _efs(model, s)
+            assert abs(float(e_b[k] - e)) < 1e-11
+            np.testing.assert_allclose(np.asarray(f_b[k, : s.n_atoms]), np.asarray(f), atol=1e-11)
+            assert np.all(np.asarray(f_b[k, s.n_atoms :]) == 0.0)
+
+
+def test_float32_sanity(model):
+    """float32 energy within 2e-6·|E| and forces within 2e-4 eV/Å of float64 (measured ~3e-7·|E|, 4e-5)."""
+    atoms = _si8()
+    e64, f64, _ = _efs(model, _structure(atoms, jnp.float64))
+    e32, f32, _ = _efs(model, _structure(atoms, jnp.float32))
+    assert e32.dtype == jnp.float32 and f32.dtype == jnp.float32
+    assert abs(float(e32) - float(e64)) < 2e-6 * abs(float(e64))
+    assert np.abs(np.asarray(f32, np.float64) - np.asarray(f64)).max() < 2e-4
+
+
+def test_unsupported_element_and_registry(model):
+    with pytest.raises(UnsupportedElement, match="Ge"):
+        model.energy(_structure(Atoms("SiGe", positions=[[0, 0, 0], [2.3, 0, 0]])))
+    m = get("sw")
+    assert m.elements == (14,) and abs(m.cutoff - 3.77118) < 1e-12
+    with pytest.raises(KeyError):
+        stillinger_weber(lamda=31.5)
+    vink = stillinger_weber(lam=31.5, epsilon=1.64833)
+    s = _structure(_si8())
+    assert float(_efs(vink, s)[0]) != pytest.approx(float(_efs(model, s)[0]))
