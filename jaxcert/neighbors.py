@@ -8,7 +8,9 @@ integer image vector S on the periodic axes,
 where f = r h^{-1} are fractional coordinates, h the cell (rows = lattice
 vectors) and the rounding (a minimum-image reduction, held constant under
 differentiation) keeps the reduced fractional separation in [-½, ½].  With
-``K_a = ceil(r_c / w_a + ½)`` images per axis, where ``w_a = V / |b × c|`` is the
+``K_a = floor(r_c / w_a + ½)`` images per axis (a reduced fractional
+separation |f| ≤ ½ plus an image n reaches |f + n| ≤ r_c/w_a only for
+|n| ≤ r_c/w_a + ½), where ``w_a = V / |b × c|`` is the
 spacing of the lattice planes spanned by the other two vectors, every pair within
 ``r_c`` is enumerated, for any skew and for cutoffs beyond half the cell.  The
 displacements are smooth functions of (R, h), so forces, stress (a strain
@@ -93,7 +95,7 @@ def image_counts(
         return tuple(int(max(c[a] for c in counts)) for a in range(3))
     w = _plane_spacings(cell)
     reach = cutoff * (1.0 + margin)
-    return tuple(int(np.ceil(reach / w[a] + 0.5)) if pbc[a] else 0 for a in range(3))
+    return tuple(int(np.floor(reach / w[a] + 0.5)) if pbc[a] else 0 for a in range(3))
 
 
 def with_images(s: Structure, cutoff: float, margin: float = IMAGE_MARGIN) -> Structure:
@@ -146,7 +148,7 @@ def pairs(s: Structure, cutoff: float) -> Pairs:
         vol = jnp.abs(det3(cell))
         cross = jnp.stack([jnp.cross(cell[1], cell[2]), jnp.cross(cell[2], cell[0]), jnp.cross(cell[0], cell[1])])
         spacing = vol / jnp.linalg.norm(cross, axis=1)
-        need = jnp.ceil(cutoff / spacing + 0.5) * pbc_mask
+        need = jnp.floor(cutoff / spacing + 0.5) * pbc_mask
         ok = jnp.all(need <= jnp.asarray(s.images, R.dtype))
         dR = jnp.where(ok, dR, jnp.nan)
         n_s = shifts.shape[0]
