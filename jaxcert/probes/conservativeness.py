@@ -1,0 +1,221 @@
+r"""conservativeness: the force output is −dE/ds along a bond (PROBES.md §4.6).
+
+Identity tested: for the bond (i, j) with unit vector û = (R_j − R_i)/‖R_j − R_i‖
+and atom j displaced by s û,
+
+.. math::  p(s) = F_j(R + s\,\hat u\,e_j)\cdot\hat u
+           \;\overset{!}{=}\; g(s) = -\frac{d}{ds}\,E(R + s\,\hat u\,e_j).
+
+Defect d = mean_k |p(s_k) − g(s_k)| in eV/Å over the scan grid s_k =
+linspace(−ρ, ρ, M), ρ = 0.15 Å, M = 31 (seed 000 / pescert); score exp(−d/0.05),
+gate d < 0.25.  Substrate: the cluster, not relaxed.  The bond is the closest pair
+(first i < j in lexicographic order with the strictly smallest distance, computed
+in-graph on the squared distances so that the probe jits and vmaps over
+substrates) unless ``config.bond`` is given; only atom j moves.
+
+Exact version (default, ``derivatives=EXACT`` or any non-FD engine): g is the
+exact directional derivative −jvp(E)(û e_j) at *every* grid point, so no stencil
+is needed, no point is lost at the ends and there is no round-off-driven
+thinning of the grid: ``round_off_limited`` is False in float32 as in float64
+and ``step_min_for_precision`` is reported as 0.  A clean conservative model
+scores at the round-off floor.
+
+FD version (``derivatives=FiniteDifference(...)``): the reference recipe.  E is
+sampled on the grid and g is the 4th-order 5-point stencil
+g_k = −(E_{k−2} − 8E_{k−1} + 8E_{k+1} − E_{k+2})/(12h) at the M − 4 interior
+points (``force_from_energy`` holds NaN at the two points at each end).  The
+grid is thinned (range unchanged) when its spacing 2ρ/(M − 1) is below
+h_min = fd_step(1, 4) (1.17e-3 Å in float64, 6.54e-2 Å in float32; an explicit
+``FiniteDifference(step=...)`` overrides h_min): M = max(9, odd int(2ρ/h_min) + 1),
+and ``round_off_limited`` = (2ρ/(M − 1) < h_min), True in float32.
+
+Blind spot (PROBES.md §8.4): a 1-D scan cannot see a transverse curl.
+
+Budget (``max_evals``): while M > max_evals and M > 5, M −= 2 (pescert's rule;
+``budget_limited`` reports it).  ``n_evals``: the exact path evaluates E, its jvp
+and the force at each point (counted as 2 per point: a forward pass with its
+jvp, and the force); the FD path M (one call per geometry, as the reference).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxcert.derivatives import EXACT, FiniteDifference, fd_step
+from jaxcert.model import Model
+from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, resolve_substrate, score_map
+from jaxcert.structure import Structure
+
+__all__ = ["ConservativenessConfig", "conservativeness", "closest_pair", "is_fd", "jvp_cost", "fd_h", "precision_bits"]
+
+
+# ------------------------------------------------------------------ helpers shared by the bond probes
+def closest_pair(s: Structure) -> jax.Array:
+    """In-graph default bond (PROBES.md §2.6): int32 (2,) = (i, j), i < j, real atoms only.
+
+    The first pair in lexicographic double-loop order with the strictly smallest
+    plain (non-minimum-image) distance; ``argmin`` over the row-major upper
+    triangle of squared distances returns exactly that pair.  Works on traced
+    structures (jit/vmap).
+    """
+    R = s.positions
+    n = s.n_atoms
+    d2 = jnp.sum((R[:, None, :] - R[None, :, :]) ** 2, axis=-1)
+    upper = jnp.triu(jnp.ones((n, n), bool), k=1) & s.mask[:, None] & s.mask[None, :]
+    k = jnp.argmin(jnp.where(upper, d2, jnp.inf).reshape(-1))
+    return jnp.stack([k // n, k % n]).astype(jnp.int32)
+
+
+def bond_of(s: Structure, bond: tuple[int, int] | None) -> jax.Array:
+    """``bond`` as an int32 (2,) array, or the in-graph closest pair when ``None``."""
+    if bond is None:
+        return closest_pair(s)
+    return jnp.asarray(bond, jnp.int32).reshape(2)
+
+
+def is_fd(engine: Any) -> bool:
+    """True for the finite-difference engine (static)."""
+    return isinstance(engine, FiniteDifference)
+
+
+def jvp_cost(engine: Any) -> int:
+    """Model-evaluation equivalents of one J·v: 1 (autodiff), 2 or 4 (central FD of that order)."""
+    return int(engine.order) if is_fd(engine) else 1
+
+
+def fd_h(engine: Any, s: Structure) -> float:
+    """The engine's FD step in Å (``eps``/``delta`` in the reference details); 0.0 = exact."""
+    return float(engine.h(s)) if is_fd(engine) else 0.0
+
+
+def precision_bits(s: Structure) -> int:
+    """Float precision of the substrate in bits (32 or 64): pescert's ``precision`` as a number."""
+    return int(np.dtype(s.positions.dtype).itemsize * 8)
+
+
+# ------------------------------------------------------------------ the probe
+@dataclasses.dataclass(frozen=True)
+class ConservativenessConfig:
+    """Defaults: seed 000 / pescert (PROBES.md §4.6).
+
+    Attributes:
+      scan_range_a: ρ, half-width of the bond scan in Å (0.15).
+      n_points: M, grid points (31; made odd).
+      scale: λ of the score exp(−d/λ), eV/Å (0.05).
+      gate_threshold: gate d < this, eV/Å (0.25 = 5λ).
+      bond: (i, j) or ``None`` for the closest pair; j moves.
+      max_evals: optional budget (pescert ``max_calls``): shrink M by 2 while it exceeds it.
+      derivatives: ``EXACT`` (jvp of the energy) or ``FiniteDifference()`` (reference stencil).
+    """
+
+    scan_range_a: float = 0.15
+    n_points: int = 31
+    scale: float = 0.05
+    gate_threshold: float = 0.25
+    bond: tuple[int, int] | None = None
+    max_evals: int | None = None
+    derivatives: Any = EXACT
+
+
+def _grid_size(cfg: ConservativenessConfig, s: Structure) -> tuple[int, bool, float, bool]:
+    """Static (M, budget_limited, h_min, round_off_limited) per the §4.6 rules."""
+    m = int(cfg.n_points)
+    m += 1 - m % 2
+    budget_limited = False
+    if cfg.max_evals is not None:
+        while m > cfg.max_evals and m > 5:
+            m -= 2
+            budget_limited = True
+    if not is_fd(cfg.derivatives):
+        return m, budget_limited, 0.0, False
+    engine = cfg.derivatives
+    h_min = float(engine.step) if engine.step is not None else fd_step(1, 4, s.positions.dtype)
+    rho = float(cfg.scan_range_a)
+    if 2 * rho / (m - 1) < h_min:
+        n_fit = int(2 * rho / h_min) + 1
+        n_fit -= 1 - n_fit % 2
+        m = max(9, n_fit)
+    return m, budget_limited, h_min, bool(2 * rho / (m - 1) < h_min)
+
+
+def conservativeness(
+    model: Model,
+    key: jax.Array | None = None,
+    config: ConservativenessConfig = ConservativenessConfig(),
+    substrate: Structure | str | None = None,
+) -> ProbeResult:
+    """Collinear bond-stretch test F_j·û = −dE/ds (see the module docstring).
+
+    Args:
+      model: the potential.
+      key: unused (no randomness); accepted for the common probe signature.
+      config: :class:`ConservativenessConfig`.
+      substrate: a cluster Structure, an element symbol, or ``None`` (Ar).
+
+    Returns:
+      :class:`ProbeResult` with defect d (eV/Å), score exp(−d/λ), gate d < 0.25.
+    """
+    del key
+    s = resolve_substrate(model, substrate, "cluster")
+    return _conservativeness(model, s, config)
+
+
+@functools.partial(jax.jit, static_argnames=("cfg",))
+def _conservativeness(model: Model, s: Structure, cfg: ConservativenessConfig) -> ProbeResult:
+    engine = cfg.derivatives
+    dt = s.positions.dtype
+    m, budget_limited, h_min, round_off = _grid_size(cfg, s)
+    rho = cfg.scan_range_a
+    bond = bond_of(s, cfg.bond)
+    i, j = bond[0], bond[1]
+    grid = jnp.linspace(-rho, rho, m, dtype=dt)
+    h = grid[1] - grid[0]
+
+    if is_fd(engine):
+        d_u = s.positions[j] - s.positions[i]
+        u = d_u / jnp.linalg.norm(d_u)
+
+        def one(off):
+            st = s.replace(positions=s.positions.at[j].add(off * u))
+            E, F = model.energy_of(model.params, st), model.forces_of(model.params, st)
+            return E, F[j] @ u
+
+        E, p = jax.vmap(one)(grid)
+        g_in = -(E[:-4] - 8 * E[1:-3] + 8 * E[3:-1] - E[4:]) / (12 * h)
+        nan2 = jnp.full((2,), jnp.nan, dt)
+        g = jnp.concatenate([nan2, g_in, nan2])
+        resid = jnp.abs(p[2:-2] - g_in)
+        n_evals = m
+    else:
+        E, g, p = engine.bond_scan(model, s, i, j, grid)
+        resid = jnp.abs(p - g)
+        n_evals = 2 * m
+
+    d = jnp.mean(resid)
+    details = {
+        "bond": bond,
+        "scan_range": jnp.asarray(rho, dt),
+        "n_points": jnp.asarray(m, jnp.int32),
+        "step": h,
+        "step_min_for_precision": jnp.asarray(h_min, dt),
+        "precision": jnp.asarray(precision_bits(s), jnp.int32),
+        "round_off_limited": jnp.asarray(round_off),
+        "scale": jnp.asarray(cfg.scale, dt),
+        "max_residual": jnp.max(resid),
+        "s_grid": grid,
+        "energies": E,
+        "projected_force": p,
+        "force_from_energy": g,
+        "budget_limited": jnp.asarray(budget_limited),
+        "exact": jnp.asarray(not is_fd(engine)),
+    }
+    return finalize(d, score_map(d, cfg.scale), d < cfg.gate_threshold, n_evals, details)
+
+
+register(ProbeSpec("conservativeness", conservativeness, ConservativenessConfig, "cluster"))
