@@ -1,0 +1,160 @@
+r"""config_temperature — configurational vs kinetic temperature (PROBES.md §4.11).
+
+In the canonical ensemble of a conservative force field F = −∇U, integration by
+parts gives the configurational temperature (Rugh; Butler et al. 1998)
+
+.. math::  k_B T_{conf} = \frac{\langle \lVert F \rVert^2 \rangle}{\langle \mathrm{Tr}\, H \rangle},
+           \qquad H = -\partial F/\partial R,
+
+which must equal the kinetic temperature T_kin = ⟨2 KE/(n_dof k_B)⟩ of the same
+Langevin trajectory.  A force that is not a gradient (curl) drives a steady
+non-equilibrium state and the two disagree.
+
+On the shared trajectory (:mod:`jaxcert.dynamics`: relax, 400 warm-up, 1100 stored
+steps at 30 K), every 10th step (110 frames) gives F² = Σ‖F‖² of the raw model
+forces and the exact Hutchinson trace t = ¼ Σ_z zᵀHz over 4 Rademacher vectors
+(Hz = −J z by a jvp of the force output; ``config.derivatives`` may be a
+finite-difference engine).  T_conf = ⟨F²⟩/(k_B⟨t⟩) (NaN if ⟨t⟩ ≤ 0),
+ρ = T_conf/⟨T_kin⟩, defect |ρ − 1|, score exp(−|ρ − 1|/1), no gate, target 1.
+
+Kinetic DOF (PROBES.md §11.4): ``kinetic_dof="auto"`` (default) uses 3N − 3 when
+the thermostat holds the COM momentum at zero (FixCom, as pescert's newest code) and
+3N otherwise; ``"3N"`` is the paper's convention (2.6 % lower ratio at N = 13),
+``"3N-3"`` forces the other.  3N − 3 is the physically right count under FixCom:
+the COM momentum is constrained to zero, so the equipartition temperature is
+2 KE/((3N − 3) k_B), and for a translation-invariant model T_conf is unaffected.
+
+Random streams: the trajectory from ``key`` (as the other stat-mech probes, so a
+shared trajectory equals a standalone one), the Hutchinson vectors from
+``fold_in(key, 12345)`` (the reference's ``default_rng(seed + 12345)``), one split
+per frame.
+
+Pass ``trajectory=`` a :class:`jaxcert.dynamics.Trajectory` made with the same
+thermostat to share it (it is extended if shorter than ``n_steps``); its cost is then
+not charged here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from jaxcert.derivatives import EXACT
+from jaxcert.dynamics import LangevinConfig, Trajectory, frame_indices, get_trajectory, kinetic_temperature
+from jaxcert.model import Model
+from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, resolve_substrate, score_map
+from jaxcert.structure import Structure
+from jaxcert.units import KB_EV_PER_K
+
+__all__ = [
+    "ConfigTemperatureConfig", "config_temperature", "HUTCHINSON_STREAM", "kinetic_dof", "jvp_cost", "fd_step_of",
+]
+
+#: ``fold_in`` tag of the Hutchinson stream (the reference's seed + 12345).
+HUTCHINSON_STREAM = 12345
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigTemperatureConfig:
+    """Defaults of PROBES.md §4.11 and §5.
+
+    Attributes:
+      n_steps: stored trajectory steps read (1100).
+      sample_every: frame stride in MD steps (10 → 110 frames).
+      n_hutchinson: Rademacher vectors per frame (4).
+      kinetic_dof: "auto" (3N − 3 under a COM-fixing thermostat, else 3N), "3N" (paper) or "3N-3".
+      scale: score scale λ (1.0).
+      thermostat: the shared trajectory's :class:`LangevinConfig` (30 K, 1 fs, 0.05/fs, 400 warm-up).
+      derivatives: engine for H·z (exact autodiff by default).
+    """
+
+    n_steps: int = 1100
+    sample_every: int = 10
+    n_hutchinson: int = 4
+    kinetic_dof: str = "auto"
+    scale: float = 1.0
+    thermostat: LangevinConfig = LangevinConfig()
+    derivatives: Any = EXACT
+
+
+def kinetic_dof(n_atoms: jax.Array, thermostat: LangevinConfig, mode: str = "auto") -> jax.Array:
+    """Number of kinetic degrees of freedom for T_kin (see the module docstring)."""
+    if mode == "auto":
+        mode = "3N-3" if thermostat.removes_com else "3N"
+    if mode == "3N":
+        return 3 * n_atoms
+    if mode == "3N-3":
+        return 3 * n_atoms - 3
+    raise ValueError(f"kinetic_dof must be 'auto', '3N' or '3N-3', got {mode!r}")
+
+
+def jvp_cost(engine: Any) -> int:
+    """Model evaluations per J·v: 1 for autodiff, the stencil size for finite differences."""
+    return int(getattr(engine, "order", 1))
+
+
+def fd_step_of(engine: Any, s: Structure) -> float:
+    """The engine's finite-difference step in Å (the reference's ``eps``); 0.0 for exact autodiff."""
+    return float(engine.h(s)) if hasattr(engine, "h") else 0.0
+
+
+def config_temperature(model: Model, key: jax.Array, config: ConfigTemperatureConfig = ConfigTemperatureConfig(),
+                       substrate: Structure | str | None = None, *,
+                       trajectory: Trajectory | None = None) -> ProbeResult:
+    """T_conf/T_kin on the shared Langevin trajectory; see the module docstring."""
+    s = resolve_substrate(model, substrate, "cluster")
+    traj, traj_evals, reused = get_trajectory(model, s, key, config.thermostat, config.n_steps, trajectory)
+    ref = traj.reference
+    idx = frame_indices(config.thermostat.warmup_steps, config.n_steps, config.sample_every)
+    R, F, V = traj.positions[idx], traj.forces[idx], traj.velocities[idx]
+    w = ref.mask.astype(ref.positions.dtype)
+    n_real = jnp.sum(w)
+    n_dof = kinetic_dof(n_real, config.thermostat, config.kinetic_dof)
+
+    engine = config.derivatives
+    hkeys = jax.random.split(jax.random.fold_in(key, HUTCHINSON_STREAM), len(idx))
+
+    def trace(Ri, k):
+        return engine.hutchinson_trace(model, ref.replace(positions=Ri), k, config.n_hutchinson)
+
+    t = jax.lax.map(lambda a: trace(*a), (R, hkeys))
+    F2 = jnp.sum(F * F * w[:, None], axis=(-2, -1))
+    T_kin_frame = kinetic_temperature(ref.masses, V, n_dof, ref.mask)
+    mean_F2, mean_t = jnp.mean(F2), jnp.mean(t)
+    T_conf = jnp.where(mean_t > 0, mean_F2 / (KB_EV_PER_K * jnp.where(mean_t > 0, mean_t, 1.0)), jnp.nan)
+    T_kin = jnp.mean(T_kin_frame)
+    ratio = T_conf / T_kin
+    ok = (t > 0) & (T_kin_frame > 0)
+    series = jnp.where(ok, F2 / (KB_EV_PER_K * jnp.where(ok, t * T_kin_frame, 1.0)), jnp.nan)
+    defect = jnp.abs(ratio - 1.0)
+    n_evals = traj_evals + len(idx) * config.n_hutchinson * jvp_cost(engine)
+    details: dict[str, Any] = {
+        "T_config": T_conf,
+        "T_kin": T_kin,
+        "ratio": ratio,
+        "mean_F2": mean_F2,
+        "mean_TrH": mean_t,
+        "n_samples": jnp.asarray(len(idx)),
+        "temperature_K": jnp.asarray(config.thermostat.temperature_k),
+        "n_hutchinson": jnp.asarray(config.n_hutchinson),
+        "n_dof": n_dof,
+        "eps": jnp.asarray(fd_step_of(engine, ref)),
+        "precision": jnp.asarray(8 * jnp.dtype(ref.positions.dtype).itemsize),
+        "scale": jnp.asarray(config.scale),
+        "relax_fmax_reached": traj.relax_fmax,
+        "trajectory": {
+            "reused": reused,
+            "n_steps": jnp.asarray(config.n_steps),
+            "sample_every": jnp.asarray(config.sample_every),
+            "md_evals": traj_evals,
+        },
+        "ratio_series": series,
+    }
+    return finalize(defect, score_map(defect, config.scale), True, n_evals, details)
+
+
+register(ProbeSpec(name="config_temperature", fn=config_temperature, config=ConfigTemperatureConfig,
+                   substrate="cluster", target=1.0, gated=False))

@@ -1,0 +1,115 @@
+r"""virial — the Clausius virial theorem about the relaxed reference (PROBES.md §4.12).
+
+For a bound cluster sampled canonically near its minimum R^eq, the virial about the
+minimum balances the internal kinetic energy:
+
+.. math::  \langle W \rangle = 2 \langle K_{int} \rangle, \qquad
+           W = -\sum_i (R_i - R_i^{eq}) \cdot F_i ,
+
+exactly for a harmonic well (W = 2U, ⟨U⟩ = ⟨K_int⟩ = (3N − 6) k_BT/2) and to
+anharmonic corrections otherwise.  K_int removes the COM velocity and the rigid
+rotation: L = Σ m (r − r_cm) × (v − v_cm), I = Σ m (|r − r_cm|² 𝟙 − (r − r_cm)(r − r_cm)ᵀ),
+ω = I⁻¹L (0 if I is singular), v_int = v − v_cm − ω × (r − r_cm), K_int = ½ Σ m |v_int|².
+A curl force spins the cluster up and displaces it along non-restoring directions,
+so ⟨W⟩ ≠ 2⟨K_int⟩.
+
+Every 4th step of the shared trajectory (275 frames of 1100); ρ_vir = ⟨W⟩/(2⟨K_int⟩),
+defect |ρ_vir − 1|, score exp(−|ρ_vir − 1|/1), no gate, target 1.  Reported:
+T_int = 2⟨K_int⟩/((3N − 6) k_B) and the per-frame ``rho_series`` = W/(2 K_int).  Skips
+(:class:`~jaxcert.probes.base.ProbeSkip`) for fewer than 3 atoms.
+
+Pass ``trajectory=`` to share the trajectory (see :mod:`jaxcert.dynamics`); then
+this probe costs no evaluations (unless it has to extend it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxcert.dynamics import LangevinConfig, Trajectory, frame_indices, get_trajectory
+from jaxcert.model import Model
+from jaxcert.probes.base import ProbeResult, ProbeSkip, ProbeSpec, finalize, register, resolve_substrate, score_map
+from jaxcert.structure import Structure, _is_concrete
+from jaxcert.units import KB_EV_PER_K
+
+__all__ = ["VirialConfig", "virial", "internal_kinetic_energy"]
+
+
+@dataclasses.dataclass(frozen=True)
+class VirialConfig:
+    """Defaults of PROBES.md §4.12 and §5.
+
+    Attributes:
+      n_steps: stored trajectory steps read (1100).
+      sample_every: frame stride in MD steps (4 → 275 frames).
+      scale: score scale λ (1.0).
+      thermostat: the shared trajectory's :class:`LangevinConfig`.
+    """
+
+    n_steps: int = 1100
+    sample_every: int = 4
+    scale: float = 1.0
+    thermostat: LangevinConfig = LangevinConfig()
+
+
+def internal_kinetic_energy(masses: jax.Array, R: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
+    """K_int in eV of one frame: kinetic energy without COM translation and rigid rotation."""
+    m = (masses * mask.astype(masses.dtype))[:, None]
+    M = jnp.sum(m)
+    r = R - jnp.sum(m * R, axis=0) / M
+    u = v - jnp.sum(m * v, axis=0) / M
+    L = jnp.sum(m * jnp.cross(r, u), axis=0)
+    r2 = jnp.sum(m * r * r)
+    I = r2 * jnp.eye(3, dtype=R.dtype) - jnp.einsum("i,ij,ik->jk", m[:, 0], r, r)
+    det = jnp.linalg.det(I)
+    good = jnp.abs(det) > 1e-12 * jnp.maximum(jnp.trace(I), 1e-300) ** 3
+    omega = jnp.where(good, jnp.linalg.solve(jnp.where(good, I, jnp.eye(3, dtype=R.dtype)), L), 0.0)
+    u_int = u - jnp.cross(omega, r)
+    return 0.5 * jnp.sum(m * u_int * u_int)
+
+
+def virial(model: Model, key: jax.Array, config: VirialConfig = VirialConfig(),
+           substrate: Structure | str | None = None, *, trajectory: Trajectory | None = None) -> ProbeResult:
+    """ρ_vir = ⟨W⟩/(2⟨K_int⟩) on the shared Langevin trajectory; see the module docstring."""
+    s = resolve_substrate(model, substrate, "cluster")
+    if s.n_atoms < 3 or (_is_concrete(s.mask) and s.mask.ndim == 1 and int(np.sum(np.asarray(s.mask))) < 3):
+        raise ProbeSkip("need at least 3 atoms for the internal (rotation-free) kinetic energy")
+    traj, traj_evals, reused = get_trajectory(model, s, key, config.thermostat, config.n_steps, trajectory)
+    ref = traj.reference
+    idx = frame_indices(config.thermostat.warmup_steps, config.n_steps, config.sample_every)
+    R, F, V = traj.positions[idx], traj.forces[idx], traj.velocities[idx]
+    w = ref.mask.astype(ref.positions.dtype)[:, None]
+    W = -jnp.sum(w * (R - ref.positions) * F, axis=(-2, -1))
+    K = jax.vmap(lambda r, v: internal_kinetic_energy(ref.masses, r, v, ref.mask))(R, V)
+    mean_W, mean_K = jnp.mean(W), jnp.mean(K)
+    rho = mean_W / (2.0 * mean_K)
+    n_real = jnp.sum(w)
+    dof = 3 * n_real - 6
+    defect = jnp.abs(rho - 1.0)
+    details: dict[str, Any] = {
+        "rho_vir": rho,
+        "T_int_kin": 2.0 * mean_K / (dof * KB_EV_PER_K),
+        "mean_virial": mean_W,
+        "mean_kinetic_internal": mean_K,
+        "n_samples": jnp.asarray(len(idx)),
+        "temperature_K": jnp.asarray(config.thermostat.temperature_k),
+        "dof": dof,
+        "scale": jnp.asarray(config.scale),
+        "relax_fmax_reached": traj.relax_fmax,
+        "trajectory": {
+            "reused": reused,
+            "n_steps": jnp.asarray(config.n_steps),
+            "sample_every": jnp.asarray(config.sample_every),
+            "md_evals": traj_evals,
+        },
+        "rho_series": W / (2.0 * K),
+    }
+    return finalize(defect, score_map(defect, config.scale), True, traj_evals, details)
+
+
+register(ProbeSpec(name="virial", fn=virial, config=VirialConfig, substrate="cluster", target=1.0, gated=False))
