@@ -38,7 +38,8 @@ The shared trajectory (PROBES.md §5), :func:`langevin_trajectory`:
 1. relax the substrate with :func:`jaxcert.relax.bfgs` (fmax 1e-3 eV/Å, 300 steps);
    the relaxed structure is the reference R^eq of virial and equipartition;
 2. draw seeded Maxwell–Boltzmann velocities at 30 K on it (:func:`maxwell_boltzmann`);
-3. run 400 warm-up Langevin steps (dt 1 fs, γ 0.05 fs⁻¹, 30 K, FixCom) unstored;
+3. run 400 warm-up Langevin steps (dt 1 fs, γ 0.05 fs⁻¹, 30 K, FixCom), not kept (they run in the
+   same ``lax.scan`` as the stored steps, so the step compiles once, and are sliced off);
 4. run ``n_steps`` (1100) more, storing positions, the **raw model force output**
    (no constraint adjustment) and velocities after every step, with absolute step
    indices 401, 402, …
