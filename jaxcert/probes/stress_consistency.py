@@ -1,0 +1,151 @@
+r"""stress_consistency: the stress output equals the strain derivative of the energy (PROBES.md §4.8).
+
+Identity tested: with the engineering Voigt strain γ of PROBES.md §1.2
+(𝔽 = I + ε(γ), cell h' = h₀𝔽ᵀ, atoms scaled affinely, r' = 𝔽r),
+
+.. math::  \sigma^{pred}_m = \sigma^{E}_m \equiv \frac{1}{V_0}\,
+           \frac{\partial}{\partial\gamma_m} E(\mathbb{F}R, h_0\mathbb{F}^T)\Big|_{\gamma=0},
+           \qquad m = 0..5 \ (xx, yy, zz, yz, xz, xy),
+
+where σ^pred is the model's *stress output* (a direct stress head is tested as it
+is) and σ^E is taken from the *energy* by the configured engine: exact autodiff
+(:meth:`jaxcert.derivatives.Exact.energy_strain`, the default) or the
+reference's central difference over ±δ (``FiniteDifference()``, δ = 1e-3 in
+float64, the dtype-aware step of PROBES.md §1.5 otherwise).
+
+Defect (PROBES.md §4.8, §11.10) in the full-tensor Frobenius norm
+‖v‖_T = √(v₀² + v₁² + v₂² + 2(v₃² + v₄² + v₅²)):
+
+.. math::  d = \lVert \sigma^{pred} - \sigma^{E} \rVert_T / (\lVert \sigma^{E} \rVert_T + 10^{-12}),
+
+score exp(−d/0.05), gate d < 0.25.  ``abs_residual`` is reported in the plain
+6-vector Euclidean norm, as pescert does.  Substrate: the bulk reference
+crystal (unscaled, unrattled, not relaxed).  Skipped (:class:`ProbeSkip`) for a
+non-periodic substrate or a model without a stress, with the reference's
+messages.
+
+Cost: exact, 2 model-evaluation equivalents (the stress output and one gradient
+of the energy with respect to the six strains); finite differences, 1 + 12 as
+the reference (1 + 24 with ``order=4``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from jaxcert.derivatives import EXACT
+from jaxcert.model import Model, voigt
+from jaxcert.probes.base import ProbeResult, ProbeSkip, ProbeSpec, finalize, register, resolve_substrate
+from jaxcert.structure import Structure
+
+__all__ = ["StressConsistencyConfig", "stress_consistency", "tensor_norm", "require_stress", "engine_cost",
+           "engine_step"]
+
+NOT_PERIODIC = "substrate is not periodic; stress is undefined"
+NO_STRESS = "model does not expose a stress"
+
+
+def require_stress(model: Model, s: Structure) -> None:
+    """Static skip checks of the stress probes (PROBES.md §4.2, §4.8, §4.9); raise :class:`ProbeSkip`.
+
+    The reference's ``has_stress`` tries a stress evaluation and treats any exception as "no
+    stress"; here the stress output is traced abstractly (``jax.eval_shape``, no computation).
+    """
+    if not s.periodic:
+        raise ProbeSkip(NOT_PERIODIC)
+    if not model.has_stress(s):
+        raise ProbeSkip(NO_STRESS)
+    try:
+        out = jax.eval_shape(model.stress_of, model.params, s)
+    except Exception as err:  # noqa: BLE001 - any failure means "no stress", as the reference
+        raise ProbeSkip(NO_STRESS) from err
+    if getattr(out, "shape", None) != (3, 3):
+        raise ProbeSkip(NO_STRESS)
+
+
+def engine_cost(engine: Any, columns: int, exact: int | None = None) -> int:
+    """Model-evaluation equivalents of ``columns`` derivative columns with ``engine``.
+
+    Finite differences: 2 evaluations per column (order 2) or 4 (order 4).  Exact: ``exact``
+    if given, else one jvp per column.
+    """
+    order = getattr(engine, "order", None)
+    if order is not None:
+        return columns * (2 if order == 2 else 4)
+    return columns if exact is None else exact
+
+
+def engine_step(engine: Any, s: Structure) -> float:
+    """The engine's FD step for ``s`` (0.0 for the exact engine)."""
+    h = getattr(engine, "h", None)
+    return float(h(s)) if callable(h) else 0.0
+
+
+def tensor_norm(v: jax.Array) -> jax.Array:
+    """Frobenius norm of the symmetric tensor of a Voigt vector: √(Σ normal² + 2 Σ shear²)."""
+    return jnp.sqrt(jnp.sum(v[..., :3] ** 2, -1) + 2 * jnp.sum(v[..., 3:] ** 2, -1))
+
+
+@dataclasses.dataclass(frozen=True)
+class StressConsistencyConfig:
+    """Defaults of seed 000 / pescert (PROBES.md §4.8).
+
+    Attributes:
+      scale: λ of the score map (0.05).
+      gate: gate threshold on d (0.25).
+      derivatives: engine for σ^E: ``EXACT`` (default) or ``FiniteDifference()`` (the reference's recipe).
+    """
+
+    scale: float = 0.05
+    gate: float = 0.25
+    derivatives: Any = EXACT
+
+
+def stress_consistency(
+    model: Model,
+    key: jax.Array,
+    config: StressConsistencyConfig = StressConsistencyConfig(),
+    substrate: Structure | str | None = None,
+) -> ProbeResult:
+    """Stress output vs (1/V₀) ∂E/∂γ; see the module docstring.
+
+    Args:
+      model: the potential (needs a stress on periodic structures).
+      key: unused (the probe draws nothing).
+      config: :class:`StressConsistencyConfig`.
+      substrate: a periodic bulk Structure, an element symbol, or None ("Ar").
+
+    Returns:
+      :class:`ProbeResult`; details delta (engine step, 0 for exact), scale, stress_pred_voigt and
+      stress_fd_voigt (σ^E, named as in pescert even when exact) in eV/Å³, abs_residual (plain
+      6-norm, eV/Å³).
+    """
+    del key
+    s = resolve_substrate(model, substrate, "bulk")
+    require_stress(model, s)
+    engine = config.derivatives
+    dt = s.positions.dtype
+    sigma_pred = voigt(model.stress_of(model.params, s))
+    sigma_e = engine.energy_strain(model, s).astype(dt)
+    diff = sigma_pred - sigma_e
+    defect = tensor_norm(diff) / (tensor_norm(sigma_e) + 1e-12)
+    score = jnp.exp(-jnp.abs(defect) / config.scale)
+    details = {
+        "delta": jnp.asarray(engine_step(engine, s), dt),
+        "scale": jnp.asarray(config.scale, dt),
+        "stress_pred_voigt": sigma_pred,
+        "stress_fd_voigt": sigma_e,
+        "abs_residual": jnp.linalg.norm(diff),
+    }
+    n_evals = 1 + engine_cost(engine, 6, exact=1)
+    return finalize(defect, score, defect < config.gate, n_evals, details)
+
+
+register(ProbeSpec(
+    name="stress_consistency", fn=stress_consistency, config=StressConsistencyConfig, substrate="bulk",
+    target=0.0, gated=True, needs_stress=True, needs_pbc=True,
+))
