@@ -1,0 +1,279 @@
+r"""Relax → attack → relax (ATTACKS.md §2), batched over structures × attacks × ε × seeds.
+
+Per run (ATTACKS.md §2, "Sequence per run"):
+
+1. relax the input at fixed cell to R_ref (the reference; FIRE by default, fmax
+   0.01 eV/Å, 300 steps, both configurable and recorded);
+2. attack R_ref, giving R_adv (the **immediate** stage);
+3. relax R_adv with the same model and settings to R_fin (the **post-relaxation**
+   stage).
+
+The first relaxation depends only on the structure, so :func:`run_grid` does it
+once per structure (the reference repeats it, deterministically, for every row)
+and vmaps steps 2–3 over (attack, ε, seed).  Relaxations are ``lax.while_loop``
+per structure, so under ``vmap`` each run keeps its own step count and an honest
+``converged`` flag (max_i ‖F_i‖ < fmax; the reference reports success even at the
+step limit, ATTACKS.md §2).
+
+Reference optimiser: the study uses ASE LBFGS; jaxcert's pipeline defaults to
+FIRE (ASE defaults, :func:`jaxcert.relax.fire`) because it is O(N) and vmaps
+cheaply; ``optimizer="bfgs"`` selects the ASE-BFGS port.  Step counts therefore
+differ from the reference's LBFGS counts.
+
+Randomness: the PGD start of seed k uses ``PRNGKey(k)``; by default the same key
+serves every structure, attack and ε, so the random pattern in units of ε is shared
+across materials of equal N, as in the reference (ATTACKS.md §1.5).  With
+``distinct_keys=True`` the key is ``fold_in``-ed with the structure, attack and ε
+indices (ATTACKS.md §1.5, proposed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from functools import partial
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxcert.attacks import losses as _losses
+from jaxcert.attacks.attacks import run as _run_attack
+from jaxcert.attacks.attacks import sign_attack
+from jaxcert.model import Model
+from jaxcert.relax import RelaxResult, bfgs, fire
+from jaxcert.structure import Structure, stack
+
+__all__ = ["AttackSpec", "PipelineConfig", "Stage", "RunResult", "GridResult", "ATTACKS",
+           "attack_relax", "relax_attack_relax", "run_grid", "relax_batch"]
+
+
+@dataclasses.dataclass(frozen=True)
+class AttackSpec:
+    """One attack configuration (static).
+
+    Attributes:
+      name: ``"fgsm"``, ``"ifgsm"`` or ``"pgd"``.
+      n_steps: n (FGSM: 1).
+      alpha_ratio: α/ε (FGSM 1, I-FGSM 1/n, PGD default 0.1 as the experiment).
+    """
+
+    name: str = "pgd"
+    n_steps: int = 10
+    alpha_ratio: float | None = None
+
+    def __post_init__(self):
+        if self.name not in ("fgsm", "ifgsm", "pgd"):
+            raise ValueError(f"unknown attack {self.name!r}; use fgsm, ifgsm or pgd")
+        if self.n_steps < 1:
+            raise ValueError(f"n_steps must be >= 1, got {self.n_steps}")
+        if self.name == "fgsm" and self.n_steps != 1:
+            raise ValueError("fgsm takes exactly one step; use ifgsm for n > 1")
+        if self.alpha_ratio is not None and self.name != "pgd":
+            raise ValueError("alpha is fixed for fgsm (ε) and ifgsm (ε/n); only pgd takes alpha_ratio "
+                             "(as the reference CLI)")
+
+    @property
+    def alpha(self) -> float:
+        """α/ε."""
+        if self.name == "fgsm":
+            return 1.0
+        if self.name == "ifgsm":
+            return 1.0 / self.n_steps
+        return 0.1 if self.alpha_ratio is None else float(self.alpha_ratio)
+
+    @property
+    def label(self) -> str:
+        return "FGSM" if self.name == "fgsm" else ("I-FGSM" if self.name == "ifgsm" else "PGD")
+
+
+#: The experiment's three attacks at each ε (ATTACKS.md §5).
+ATTACKS = (AttackSpec("fgsm", 1), AttackSpec("ifgsm", 10), AttackSpec("pgd", 10, 0.1))
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineConfig:
+    """Static settings of the pipeline (recorded with every run).
+
+    Attributes:
+      fmax: convergence threshold max_i ‖F_i‖ < fmax in eV/Å (ATTACKS.md §2: 0.01).
+      max_steps: relaxation step limit (300, the seed's value; the LiCOHPF config used 600).
+      optimizer: ``"fire"`` (default) or ``"bfgs"``.
+      loss: objective name, ``"energy"`` (the reference) or ``"force_norm"``.
+      relative: ε is a fraction of the minimum lattice-vector length.
+      distinct_keys: fold structure/attack/ε indices into the PGD key.
+    """
+
+    fmax: float = 0.01
+    max_steps: int = 300
+    optimizer: str = "fire"
+    loss: str = "energy"
+    relative: bool = False
+    distinct_keys: bool = False
+
+    def __post_init__(self):
+        if self.optimizer not in ("fire", "bfgs"):
+            raise ValueError(f"unknown optimizer {self.optimizer!r}; use 'fire' or 'bfgs'")
+
+
+class Stage(NamedTuple):
+    """A structure with its model energy (eV) and forces (eV/Å)."""
+
+    structure: Structure
+    energy: jax.Array
+    forces: jax.Array
+
+
+class RunResult(NamedTuple):
+    """One attack-relax run from a reference (fields may carry batch axes).
+
+    Attributes:
+      adversarial: the immediate stage R_adv.
+      final: the post-relaxation stage R_fin.
+      steps, converged, fmax: of the second relaxation (fmax reached, eV/Å).
+      epsilon: ε in Å; alpha: α in Å; small_grad_fraction: see :mod:`jaxcert.attacks.attacks`.
+    """
+
+    adversarial: Stage
+    final: Stage
+    steps: jax.Array
+    converged: jax.Array
+    fmax: jax.Array
+    epsilon: jax.Array
+    alpha: jax.Array
+    small_grad_fraction: jax.Array
+
+
+class GridResult(NamedTuple):
+    """Batched pipeline output.
+
+    Attributes:
+      reference: Stage (S,) at R_ref; ref_steps, ref_converged, ref_fmax (S,) of the first relaxation.
+      runs: RunResult with leading axes (S, A, E, K) = structures × attacks × ε × seeds.
+      attacks, epsilons, seeds, config: the grid (host values).
+    """
+
+    reference: Stage
+    ref_steps: jax.Array
+    ref_converged: jax.Array
+    ref_fmax: jax.Array
+    runs: RunResult
+    attacks: tuple
+    epsilons: np.ndarray
+    seeds: np.ndarray
+    config: PipelineConfig
+
+
+def _relax(model: Model, s: Structure, cfg: PipelineConfig) -> RelaxResult:
+    opt = fire if cfg.optimizer == "fire" else bfgs
+    return opt(model, s, fmax=cfg.fmax, max_steps=cfg.max_steps)
+
+
+def _stage(model: Model, s: Structure) -> Stage:
+    E, F = model.energy_and_forces_of(model.params, s)
+    return Stage(s, E, F)
+
+
+def _loss(model: Model, cfg: PipelineConfig):
+    return _losses.get(cfg.loss, model)
+
+
+def attack_relax(model: Model, s_ref: Structure, eps: Any, key: Any, n_steps: Any, alpha_ratio: Any,
+                 random_start: Any, project: Any, cfg: PipelineConfig = PipelineConfig(),
+                 max_attack_steps: int | None = None, movable: Any = None) -> RunResult:
+    """Attack a (prepared) reference and relax the result; pure, jittable, vmappable in every array arg."""
+    attack = sign_attack(_loss(model, cfg), eps, jnp.asarray(eps) * alpha_ratio, n_steps,
+                         random_start=random_start, project=project,
+                         max_steps=max_attack_steps if max_attack_steps is not None else n_steps,
+                         relative=cfg.relative, movable=movable)
+    st = _run_attack(attack, s_ref, key)
+    adv = st.structure
+    rel = _relax(model, adv, cfg)
+    return RunResult(_stage(model, adv), _stage(model, rel.structure), rel.steps, rel.converged, rel.fmax,
+                     st.epsilon, st.alpha, st.small_grad_fraction)
+
+
+def _spec_arrays(attacks: Sequence[AttackSpec]):
+    n = np.array([a.n_steps for a in attacks], np.int32)
+    ratio = np.array([a.alpha for a in attacks])
+    rs = np.array([a.name == "pgd" for a in attacks])
+    proj = np.array([a.name != "fgsm" for a in attacks])
+    return n, ratio, rs, proj
+
+
+def relax_attack_relax(model: Model, s: Structure, spec: AttackSpec, eps: float, seed: int,
+                       cfg: PipelineConfig = PipelineConfig()) -> tuple[RelaxResult, Stage, RunResult]:
+    """One full run, unbatched (the looped reference for tests and small jobs); ``s`` prepared here."""
+    s = model.prepare(s)
+    return _one_run(model, s, spec, jnp.asarray(eps, s.dtype), jnp.asarray(seed), cfg)
+
+
+@partial(jax.jit, static_argnames=("spec", "cfg"))
+def _one_run(model, s, spec, eps, seed, cfg):
+    ref = _relax(model, s, cfg)
+    n, ratio, rs, proj = (x[0] for x in _spec_arrays([spec]))
+    run = attack_relax(model, ref.structure, eps, jax.random.PRNGKey(seed), int(n), float(ratio), bool(rs),
+                       bool(proj), cfg)
+    return ref, _stage(model, ref.structure), run
+
+
+@partial(jax.jit, static_argnames=("cfg",))
+def _relax_batch(model, s, cfg):
+    ref = jax.vmap(lambda x: _relax(model, x, cfg))(s)
+    return ref, jax.vmap(lambda x: _stage(model, x))(ref.structure)
+
+
+def relax_batch(model: Model, s: Structure, cfg: PipelineConfig = PipelineConfig()) -> tuple[RelaxResult, Stage]:
+    """Relax a batched (stacked, prepared) structure: one vmapped program."""
+    return _relax_batch(model, s, cfg)
+
+
+@partial(jax.jit, static_argnames=("cfg", "max_n"))
+def _grid(model, s_ref, eps, seeds, n, ratio, rs, proj, cfg, max_n):
+    keys = jax.vmap(jax.random.PRNGKey)(seeds)  # (K, 2)
+    S, A, E = s_ref.positions.shape[0], n.shape[0], eps.shape[0]
+
+    def one(s, i_s, i_a, i_e, key):
+        if cfg.distinct_keys:
+            key = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, i_s), i_a), i_e)
+        return attack_relax(model, s, eps[i_e], key, n[i_a], ratio[i_a], rs[i_a], proj[i_a], cfg, max_n)
+
+    f = jax.vmap(one, in_axes=(None, None, None, None, 0))  # seeds
+    f = jax.vmap(f, in_axes=(None, None, None, 0, None))  # ε
+    f = jax.vmap(f, in_axes=(None, None, 0, None, None))  # attacks
+    f = jax.vmap(f, in_axes=(0, 0, None, None, None))  # structures
+    return f(s_ref, jnp.arange(S), jnp.arange(A), jnp.arange(E), keys)
+
+
+def run_grid(model: Model, structures: Structure | Sequence[Structure], epsilons: Any, seeds: Any = (42,),
+             attacks: Sequence[AttackSpec] | AttackSpec = ATTACKS,
+             cfg: PipelineConfig = PipelineConfig()) -> GridResult:
+    """Relax each structure once, then attack and relax every (attack, ε, seed) in one vmapped program.
+
+    Args:
+      model: a JAX :class:`~jaxcert.Model`.
+      structures: a list of structures (stacked with padding here) or an already stacked batch.
+      epsilons: (E,) ε values in Å (fractions of L with ``cfg.relative``).
+      seeds: (K,) integer seeds (PGD random start).
+      attacks: attack specifications (default: the experiment's FGSM, I-FGSM n=10, PGD n=10 α=0.1ε).
+      cfg: :class:`PipelineConfig`.
+
+    Returns:
+      :class:`GridResult`; ``runs`` has leading axes (S, A, E, K).
+    """
+    if isinstance(structures, Structure) and structures.positions.ndim == 2:
+        structures = [structures]
+    s = stack(list(structures)) if not isinstance(structures, Structure) else structures
+    s = model.prepare(s)
+    if isinstance(attacks, AttackSpec):
+        attacks = (attacks,)
+    attacks = tuple(attacks)
+    dt = s.dtype
+    eps = jnp.asarray(np.atleast_1d(np.asarray(epsilons, np.float64)), dt)
+    seeds_np = np.atleast_1d(np.asarray(seeds, np.int64))
+    ref, ref_stage = relax_batch(model, s, cfg)
+    n, ratio, rs, proj = _spec_arrays(attacks)
+    runs = _grid(model, ref.structure, eps, jnp.asarray(seeds_np, jnp.uint32), jnp.asarray(n),
+                 jnp.asarray(ratio, dt), jnp.asarray(rs), jnp.asarray(proj), cfg, int(n.max()))
+    return GridResult(ref_stage, ref.steps, ref.converged, ref.fmax, runs, attacks, np.asarray(eps), seeds_np, cfg)

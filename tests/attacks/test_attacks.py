@@ -1,0 +1,113 @@
+"""FGSM / I-FGSM / PGD update rules on Stillinger-Weber Si (ATTACKS.md §1)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from ase.build import bulk
+
+import jaxcert
+from jaxcert.attacks import attacks as A
+from jaxcert.attacks import losses
+
+EPS = (1e-4, 2e-4, 0.05)
+
+
+@pytest.fixture(scope="module")
+def setup():
+    model = jaxcert.models.get("sw")
+    a = bulk("Si", cubic=True)
+    a.rattle(0.05, seed=1)
+    s = jaxcert.Structure.from_ase(a, dtype=jnp.float64)
+    s = jaxcert.unstack(model.prepare(jaxcert.stack([s], n_atoms=10)))[0]  # 8 atoms + 2 padding atoms
+    return model, s
+
+
+def _grad(model, s):
+    f = jax.jit(jax.grad(lambda R: model.energy_of(model.params, s.replace(positions=R))))
+    return np.asarray(f(s.positions))
+
+
+def test_fgsm_moves_each_coordinate_by_exactly_eps_and_raises_energy(setup):
+    model, s = setup
+    loss = losses.energy(model)
+
+    @jax.jit
+    @jax.vmap
+    def go(eps):
+        st = A.run(A.fgsm(loss, eps), s)
+        return st.structure.positions, loss(st.structure), st.step
+
+    R, E, steps = go(jnp.asarray(EPS))
+    E0 = float(jax.jit(loss)(s))
+    g = _grad(model, s)
+    real = np.asarray(s.mask)
+    assert (np.abs(g[real]) > 1e-6).all() and (g[~real] == 0).all()
+    for k, eps in enumerate(EPS):
+        dR = np.asarray(R[k]) - np.asarray(s.positions)
+        np.testing.assert_allclose(dR[real], eps * np.sign(g[real]), rtol=1e-9, atol=0)  # ±ε, uphill direction
+        assert (dR[~real] == 0).all()  # padding never moves
+        assert int(steps[k]) == 1
+        assert float(E[k]) > E0
+    # first order: ΔE = ε ‖g‖₁ + O(ε²)
+    ratio = [(float(E[k]) - E0) / (eps * np.abs(g).sum()) for k, eps in enumerate(EPS[:2])]
+    assert ratio[0] == pytest.approx(1.0, abs=0.02) and abs(ratio[1] - 1) > abs(ratio[0] - 1)
+
+
+def test_descend_movable_relative_and_grad_floor(setup):
+    model, s = setup
+    loss = losses.energy(model)
+    movable = np.arange(10) < 4
+    L = float(A.min_lattice_length(s.cell))
+
+    @jax.jit
+    def go():
+        down = A.run(A.fgsm(loss, 0.01, descend=True), s).structure.positions
+        part = A.run(A.fgsm(loss, 0.01, movable=movable), s).structure.positions
+        rel = A.run(A.fgsm(loss, 0.01 / L, relative=True), s).structure.positions
+        floor = A.run(A.fgsm(loss, 0.01, grad_floor=1e9), s).structure.positions
+        return down, part, rel, floor
+
+    down, part, rel, floor = (np.asarray(x) for x in go())
+    R0 = np.asarray(s.positions)
+    g = _grad(model, s)
+    np.testing.assert_allclose(down - R0, -0.01 * np.sign(g), rtol=1e-9, atol=0)
+    np.testing.assert_allclose((part - R0)[:4], 0.01 * np.sign(g[:4]), rtol=1e-9, atol=0)
+    assert (part[4:] == R0[4:]).all()
+    np.testing.assert_allclose(rel - R0, 0.01 * np.sign(g), rtol=1e-9, atol=1e-15)
+    assert (floor == R0).all()
+
+
+def test_ifgsm_and_pgd_stay_in_the_box(setup):
+    model, s = setup
+    loss = losses.energy(model)
+    eps = 0.05
+    keys = jax.vmap(jax.random.PRNGKey)(jnp.arange(3))
+
+    @jax.jit
+    def go(keys):
+        it = A.run(A.ifgsm(loss, eps, n_steps=10), s)
+        pg = jax.vmap(lambda k: A.run(A.pgd(loss, eps, n_steps=10), s, k))(keys)
+        start = jax.vmap(lambda k: A.pgd(loss, eps).init(s, k).structure.positions)(keys)
+        return it, pg, start, loss(it.structure), jax.vmap(loss)(pg.structure), loss(s)
+
+    it, pg, start, E_it, E_pg, E0 = go(keys)
+    R0 = np.asarray(s.positions)
+    real = np.asarray(s.mask)
+    E0 = float(E0)
+    for R in [np.asarray(it.structure.positions), *np.asarray(pg.structure.positions), *np.asarray(start)]:
+        d = R - R0
+        assert np.abs(d).max() <= eps * (1 + 1e-12)
+        assert (d[~real] == 0).all()
+    # I-FGSM: each coordinate moves by (ε/n) Σ s_t, a multiple of ε/10
+    d = (np.asarray(it.structure.positions) - R0)[real] / (eps / 10)
+    np.testing.assert_allclose(d, np.round(d), atol=1e-6)
+    assert int(it.step) == 10 and (np.asarray(pg.step) == 10).all()
+    assert float(pg.alpha[0]) == pytest.approx(0.1 * eps)
+    # PGD: random start fills the box (uniform), differs by seed; ascent raises the energy
+    st = np.asarray(start)[:, real] - R0[real]
+    assert np.abs(st).max() > 0.9 * eps and abs(st.mean()) < 0.2 * eps
+    assert not np.allclose(st[0], st[1])
+    assert float(E_it) > E0 and (np.asarray(E_pg) > E0).all()
+    # the gradient of a rattled structure is nowhere noise
+    assert float(it.small_grad_fraction) == 0.0
