@@ -61,8 +61,13 @@ class BettiConfig:
     derivatives: Any = EXACT
 
 
+@functools.partial(jax.jit, static_argnames=("n_pairs",))
 def draw_pairs(key: jax.Array, mask: jax.Array, n_pairs: int) -> tuple[jax.Array, jax.Array]:
-    """(α, β) int32 (n_pairs,) each: flat DOF indices of real atoms, β ≠ α."""
+    """(α, β) int32 (n_pairs,) each: flat DOF indices of real atoms, β ≠ α.
+
+    Jitted on its own (and called outside the probe's program when the probe is
+    called directly), so the PRNG kernel compiles once per process, not once per model.
+    """
     dof = jnp.repeat(mask, 3)
     n_dof = jnp.sum(dof)
     rank = jnp.cumsum(dof)  # rank[p] = number of real DOFs up to and including p
@@ -92,22 +97,30 @@ def betti(
       :class:`ProbeResult` with defect d (eV/Å²), score exp(−d/0.02), gate d < 0.1.
     """
     s = resolve_substrate(model, substrate, "cluster")
-    return _betti(model, key, s, config)
+    n_pairs, _ = _pair_count(config)
+    alpha, beta = draw_pairs(key, s.mask, n_pairs)
+    return _betti(model, alpha, beta, s, config)
 
 
-@functools.partial(jax.jit, static_argnames=("cfg",))
-def _betti(model: Model, key: jax.Array, s: Structure, cfg: BettiConfig) -> ProbeResult:
-    engine = cfg.derivatives
-    dt = s.positions.dtype
-    n = s.n_atoms
-    cost = 2 * jvp_cost(engine)
+def _pair_count(cfg: BettiConfig) -> tuple[int, bool]:
+    """Static (n_pairs, budget_limited) after the budget rule."""
+    cost = 2 * jvp_cost(cfg.derivatives)
     n_pairs = int(cfg.n_pairs)
     budget_limited = False
     if cfg.max_evals is not None:
         while cost * n_pairs > cfg.max_evals and n_pairs > 2:
             n_pairs -= 1
             budget_limited = True
-    alpha, beta = draw_pairs(key, s.mask, n_pairs)
+    return n_pairs, budget_limited
+
+
+@functools.partial(jax.jit, static_argnames=("cfg",))
+def _betti(model: Model, alpha: jax.Array, beta: jax.Array, s: Structure, cfg: BettiConfig) -> ProbeResult:
+    engine = cfg.derivatives
+    dt = s.positions.dtype
+    n = s.n_atoms
+    cost = 2 * jvp_cost(engine)
+    n_pairs, budget_limited = _pair_count(cfg)
     eye = jnp.eye(3 * n, dtype=dt)
 
     def column(p):  # H[:, p] = −J e_p, flattened (3n,)
