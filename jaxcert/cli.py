@@ -141,6 +141,77 @@ def cmd_substrates(a: argparse.Namespace) -> int:
     return 0
 
 
+def _attack_structure(spec: str, rattle: float, seed: int):
+    """``--structure``: an existing file (any format ASE reads) or an element symbol (``ase.build.bulk``)."""
+    import os
+
+    from ase.build import bulk
+
+    if os.path.exists(spec):
+        import ase.io
+
+        atoms = ase.io.read(spec)
+    else:
+        try:
+            atoms = bulk(spec)
+        except (KeyError, ValueError, RuntimeError) as err:
+            raise SystemExit(f"--structure {spec!r} is neither a file nor an element ase.build.bulk knows: "
+                             f"{err}") from None
+    if rattle > 0:
+        atoms.rattle(rattle, seed=seed)
+    return atoms
+
+
+def cmd_attack(a: argparse.Namespace) -> int:
+    dtype = _set_dtype(a.dtype)
+    import time
+
+    import numpy as np
+
+    from jaxcert.attacks import AttackSpec, PipelineConfig, metrics, run_grid
+    from jaxcert.report import machine, to_jsonable
+    from jaxcert.structure import Structure
+
+    model = load_model(a.model, a.defect)
+    atoms = _attack_structure(a.structure, a.rattle, a.rattle_seed)
+    s = Structure.from_ase(atoms, dtype=dtype)
+    names = [x.strip() for x in a.attack.split(",") if x.strip()]
+    if a.alpha_ratio is not None and set(names) != {"pgd"}:
+        raise SystemExit("--alpha-ratio applies to pgd only (fgsm steps eps, ifgsm eps/n), as in the reference CLI")
+    specs = tuple(AttackSpec(n, 1 if n == "fgsm" else a.n_steps, a.alpha_ratio if n == "pgd" else None)
+                  for n in names)
+    eps = [float(x) for x in a.eps.split(",")]
+    seeds = [int(x) for x in a.seed.split(",")]
+    cfg = PipelineConfig(fmax=a.fmax, max_steps=a.max_steps, optimizer=a.optimizer, loss=a.loss,
+                         relative=a.relative)
+    t0 = time.perf_counter()
+    g = run_grid(model, [s], eps, seeds, attacks=specs, cfg=cfg)
+    wall = time.perf_counter() - t0
+    rows = [metrics.run_metrics(g, 0, i, e, k) for i in range(len(specs)) for e in range(len(eps))
+            for k in range(len(seeds))]
+    keys = ("median_displacement", "max_displacement", "linf_displacement", "max_delta_force", "force_angle_median",
+            "delta_energy", "jaccard_distance", "coordination_change_max", "rdf_l1", "space_group_change",
+            "symmetry_op_retention", "symmetry_op_retention_doc")
+    print(f"{model.name} on {atoms.get_chemical_formula()} ({len(atoms)} atoms); first relaxation: "
+          f"{int(np.asarray(g.ref_steps)[0])} steps, converged={bool(np.asarray(g.ref_converged)[0])}")
+    for r in rows:
+        print(f"\n{r['attack_label']} eps={r['epsilon']:g} ({r['epsilon_A']:.4g} A, {r['epsilon_percent_min']:.3g}% of "
+              f"min lattice) seed={r['seed']}: second relaxation {r['steps_after']} steps, "
+              f"converged={r['converged_after']}")
+        print(f"  {'metric':<28}{'immediate':>14}{'post-relax':>14}")
+        for k in keys:
+            v1, v2 = r["immediate"].get(k, float("nan")), r["post_relaxation"].get(k, float("nan"))
+            print(f"  {k:<28}{v1:>14.6g}{v2:>14.6g}")
+    if a.json:
+        doc = {"schema": "jaxcert-attack/1", "model": model.name, "structure": a.structure,
+               "formula": atoms.get_chemical_formula(), "dtype": a.dtype, "config": vars(cfg) | {"rattle": a.rattle},
+               "wall_s": wall, "machine": machine(), "runs": rows}
+        with open(a.json, "w") as fh:
+            json.dump(to_jsonable(doc), fh, indent=2, allow_nan=False)
+        print(f"wrote {a.json}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="jaxcert", description="Exact, batched certification of ML interatomic "
                                 "potentials (eV, Å, eV/Å, eV/Å³).")
@@ -177,6 +248,22 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--element", required=True)
     s.add_argument("--out", required=True)
     s.set_defaults(fn=cmd_substrates)
+    at = sub.add_parser("attack", help="relax -> adversarial attack -> relax, immediate and post-relaxation metrics")
+    model_args(at)
+    at.add_argument("--structure", required=True, help="element symbol (ase.build.bulk) or a structure file")
+    at.add_argument("--attack", default="pgd", help="fgsm, ifgsm, pgd or a comma-separated list (default pgd)")
+    at.add_argument("--eps", default="0.05", help="epsilon in A (comma-separated list allowed; default 0.05)")
+    at.add_argument("--relative", action="store_true", help="--eps is a fraction of the minimum lattice length")
+    at.add_argument("--seed", default="42", help="PGD seed(s), comma-separated (default 42)")
+    at.add_argument("--n-steps", type=int, default=10, help="attack steps for ifgsm/pgd (default 10)")
+    at.add_argument("--alpha-ratio", type=float, default=None, help="pgd step alpha/eps (default 0.1)")
+    at.add_argument("--loss", default="energy", choices=["energy", "force_norm"], help="objective ascended")
+    at.add_argument("--fmax", type=float, default=0.01, help="relaxation threshold in eV/A (default 0.01)")
+    at.add_argument("--max-steps", type=int, default=300, help="relaxation step limit (default 300)")
+    at.add_argument("--optimizer", default="fire", choices=["fire", "bfgs"])
+    at.add_argument("--rattle", type=float, default=0.0, help="Gaussian rattle of the input in A (default 0)")
+    at.add_argument("--rattle-seed", type=int, default=0)
+    at.set_defaults(fn=cmd_attack)
     return p
 
 

@@ -111,3 +111,31 @@ def test_ifgsm_and_pgd_stay_in_the_box(setup):
     assert float(E_it) > E0 and (np.asarray(E_pg) > E0).all()
     # the gradient of a rattled structure is nowhere noise
     assert float(it.small_grad_fraction) == 0.0
+
+
+def test_losses_on_known_cases(setup):
+    model, s = setup
+    double = jaxcert.Model(lambda p, x: 2.0 * model.energy_of(model.params, x), name="2sw", cutoff=model.cutoff)
+    F = np.asarray(jax.jit(lambda x: model.forces_of(model.params, x))(s))
+    n = int(np.asarray(s.mask).sum())
+    fn = losses.force_norm(model)
+
+    @jax.jit
+    def go():
+        vals = (fn(s), losses.deviation(model, double)(s), losses.deviation(model, double, "energy")(s),
+                losses.committee_variance([model, double])(s), losses.committee_variance([model, model])(s),
+                losses.targeted_energy(model, 0.0)(s), model.energy_of(model.params, s))
+        st = A.run(A.ifgsm(fn, 0.02, n_steps=5), s)
+        return vals, fn(st.structure)
+
+    (fnorm, dev_f, dev_e, var2, var_same, targ, E), fn_adv = go()
+    half_f2 = 0.5 * (F**2).sum()
+    assert float(fnorm) == pytest.approx(half_f2, rel=1e-12)
+    assert float(dev_f) == pytest.approx(half_f2, rel=1e-12)  # F(2E) - F(E) = F
+    assert float(dev_e) == pytest.approx(0.5 * float(E) ** 2, rel=1e-12)
+    assert float(var2) == pytest.approx((F**2).sum() / 4 / n, rel=1e-12)  # Var{F, 2F} = F²/4
+    assert float(var_same) == 0.0
+    assert float(targ) == pytest.approx(-float(E) ** 2, rel=1e-12)
+    assert float(fn_adv) > float(fnorm)  # ascending ½‖F‖² raises the force norm
+    with pytest.raises(ValueError, match="at least 2"):
+        losses.committee_variance([model])
