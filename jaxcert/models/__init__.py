@@ -15,6 +15,8 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "emt": ("jaxcert.models.emt:emt", "pure-JAX port of ASE's EMT (Al Cu Ag Au Ni Pd Pt, H C N O); matches ASE"),
     "morse": ("jaxcert.models.morse:morse", "Morse pair potential, ASE form, smooth quintic cutoff"),
     "sw": ("jaxcert.models.stillinger_weber:stillinger_weber", "Stillinger-Weber Si (PRB 31, 5262 (1985))"),
+    "tersoff": ("jaxcert.models.tersoff:tersoff", "Tersoff Si, C and Si-C (PRB 38, 9902; PRB 39, 5566), chi = 0.9776"),
+    "eam": ("jaxcert.models.eam:sutton_chen", "Sutton-Chen EAM, 10 fcc metals + alloys (PML 61, 139 (1990))"),
 }
 
 
