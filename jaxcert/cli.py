@@ -212,6 +212,34 @@ def cmd_attack(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(a: argparse.Namespace) -> int:
+    dtype = _set_dtype(a.dtype)
+    from jaxcert.attacks import AttackSpec, PipelineConfig, crystals
+    from jaxcert.attacks.sweep import Store, sweep
+    from jaxcert.structure import Structure
+
+    model = load_model(a.model, a.defect)
+    labels = crystals.names() if a.structures == "all" else [x.strip() for x in a.structures.split(",") if x.strip()]
+    structures = {}
+    for lab in labels:
+        atoms = crystals.build(lab) if lab in crystals.CRYSTALS else _attack_structure(lab, 0.0, 0)
+        structures[lab] = Structure.from_ase(atoms, dtype=dtype)
+    specs = tuple(AttackSpec(n.strip(), 1 if n.strip() == "fgsm" else a.n_steps) for n in a.attack.split(","))
+    cfg = PipelineConfig(fmax=a.fmax, max_steps=a.max_steps, optimizer=a.optimizer, relative=a.relative)
+    store = Store(a.db)
+    counts = sweep(model, structures, [float(x) for x in a.eps.split(",")], [int(x) for x in a.seed.split(",")],
+                   attacks=specs, cfg=cfg, store=store, chunk=a.chunk, max_chunks=a.max_chunks, progress=print)
+    print(f"{a.db}: {counts}")
+    if a.json:
+        from jaxcert.report import to_jsonable
+
+        with open(a.json, "w") as fh:
+            json.dump(to_jsonable({"schema": "jaxcert-sweep/1", "counts": counts, "runs": store.rows()}), fh,
+                      indent=2, allow_nan=False)
+        print(f"wrote {a.json}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="jaxcert", description="Exact, batched certification of ML interatomic "
                                 "potentials (eV, Å, eV/Å, eV/Å³).")
@@ -264,6 +292,23 @@ def build_parser() -> argparse.ArgumentParser:
     at.add_argument("--rattle", type=float, default=0.0, help="Gaussian rattle of the input in A (default 0)")
     at.add_argument("--rattle-seed", type=int, default=0)
     at.set_defaults(fn=cmd_attack)
+    sw = sub.add_parser("sweep", help="resumable relax-attack-relax sweep into an SQLite store")
+    model_args(sw)
+    sw.add_argument("--structures", default="all", help="'all' (the 20 rebuilt crystals), crystal labels, element "
+                    "symbols or files, comma-separated")
+    sw.add_argument("--attack", default="fgsm,ifgsm,pgd")
+    sw.add_argument("--eps", default="0.001,0.002,0.003,0.004,0.005,0.01,0.02,0.03,0.04,0.05,0.1,0.2,0.3,0.4,0.5,"
+                    "1,2,3,4,5,10", help="epsilon grid in A (default: the experiment's 21 values)")
+    sw.add_argument("--relative", action="store_true", help="--eps are fractions of the minimum lattice length")
+    sw.add_argument("--seed", default="42,43,44,45,46")
+    sw.add_argument("--n-steps", type=int, default=10)
+    sw.add_argument("--fmax", type=float, default=0.01)
+    sw.add_argument("--max-steps", type=int, default=300)
+    sw.add_argument("--optimizer", default="fire", choices=["fire", "bfgs"])
+    sw.add_argument("--db", required=True, help="SQLite file (created or resumed)")
+    sw.add_argument("--chunk", type=int, default=4, help="structures per vmapped program")
+    sw.add_argument("--max-chunks", type=int, default=None, help="stop after this many chunks (rerun to resume)")
+    sw.set_defaults(fn=cmd_sweep)
     return p
 
 

@@ -32,3 +32,13 @@ def test_attack_command_rejects_alpha_unless_pgd():
         from jaxcert.attacks import AttackSpec
 
         AttackSpec("ifgsm", 10, 0.2)
+
+
+def test_sweep_command_counts_without_computing(tmp_path, capsys):
+    db, out = tmp_path / "s.sqlite", tmp_path / "s.json"
+    rc = main(["sweep", "--model", "lj", "--structures", "srtio3,graphite,Si", "--attack", "fgsm,pgd",
+               "--eps", "0.01,0.1", "--seed", "42,43", "--db", str(db), "--max-chunks", "0", "--json", str(out)])
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    assert doc["counts"] == {"requested": 24, "already_done": 0, "computed": 0, "remaining": 24}
+    assert doc["runs"] == [] and db.exists()
