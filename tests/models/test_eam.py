@@ -221,7 +221,7 @@ def test_stress_is_strain_derivative_of_energy(model, make):
         D[a, b] += 0.5 * h
         D[b, a] += 0.5 * h
         fd[a, b] = (_strained_energy(model, s, D) - _strained_energy(model, s, -D)) / (2 * h * V)
-    np.testing.assert_allclose(sigma, fd, atol=1e-9)
+    np.testing.assert_allclose(sigma, fd, atol=5e-9)  # measured 2.9e-10 (alloy), 4.4e-10 (1-atom cell)
     np.testing.assert_allclose(sigma, sigma.T, atol=1e-14)
 
 
@@ -238,7 +238,7 @@ def test_padded_batch_equals_unpadded(model):
 
 
 def test_float32_sanity(model):
-    """float32 energy within 1e-6·|E| and forces within 1e-4 eV/Å of float64 (measured in the report)."""
+    """float32 vs float64 on the 16-atom alloy: measured 1.9e-7·|E| and 1.5e-5 eV/Å; tolerance 1e-6·|E|, 1e-4."""
     atoms = _alloy()
     e64, f64, _ = _efs(model, _structure(atoms, jnp.float64))
     e32, f32, _ = _efs(model, _structure(atoms, jnp.float32))

@@ -247,13 +247,13 @@ def test_padded_batch_equals_unpadded(model):
 
 
 def test_float32_sanity(model):
-    """float32 energy within 2e-6·|E| and forces within 2e-4 eV/Å of float64 (measured ~3e-7·|E|, 4e-5)."""
+    """float32 vs float64 on the rattled 8-atom cell: measured 2.4e-8·|E| and 8.1e-6 eV/Å; tolerance 1e-6·|E|, 1e-4."""
     atoms = _si8()
     e64, f64, _ = _efs(model, _structure(atoms, jnp.float64))
     e32, f32, _ = _efs(model, _structure(atoms, jnp.float32))
     assert e32.dtype == jnp.float32 and f32.dtype == jnp.float32
-    assert abs(float(e32) - float(e64)) < 2e-6 * abs(float(e64))
-    assert np.abs(np.asarray(f32, np.float64) - np.asarray(f64)).max() < 2e-4
+    assert abs(float(e32) - float(e64)) < 1e-6 * abs(float(e64))
+    assert np.abs(np.asarray(f32, np.float64) - np.asarray(f64)).max() < 1e-4
 
 
 def test_unsupported_element_and_registry(model):

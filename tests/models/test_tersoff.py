@@ -318,13 +318,13 @@ def test_padded_batch_equals_unpadded(model):
 
 
 def test_float32_sanity(model):
-    """float32 energy within 2e-6·|E| and forces within 1e-3 eV/Å of float64 (measured in the report)."""
+    """float32 vs float64 on the Si/C cluster: measured 6.4e-7·|E| and 6.8e-6 eV/Å; tolerance 3e-6·|E|, 1e-4."""
     atoms = _cluster()
     e64, f64, _ = _efs(model, _structure(atoms, jnp.float64))
     e32, f32, _ = _efs(model, _structure(atoms, jnp.float32))
     assert e32.dtype == jnp.float32 and f32.dtype == jnp.float32
-    assert abs(float(e32) - float(e64)) < 2e-6 * abs(float(e64))
-    assert np.abs(np.asarray(f32, np.float64) - np.asarray(f64)).max() < 1e-3
+    assert abs(float(e32) - float(e64)) < 3e-6 * abs(float(e64))
+    assert np.abs(np.asarray(f32, np.float64) - np.asarray(f64)).max() < 1e-4
 
 
 def test_unsupported_element_and_registry(model):
