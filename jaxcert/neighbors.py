@@ -108,6 +108,13 @@ def with_images(s: Structure, cutoff: float, margin: float = IMAGE_MARGIN) -> St
                 "outside the transformation"
             )
         return s
+    if not _is_concrete(cutoff):  # a cutoff computed inside jit: keep the static count (coverage is checked in pairs)
+        if s.images is None:
+            raise StructureError(
+                "the cutoff is traced and the structure has no static image count; call model.prepare(structure) "
+                "or jaxcert.neighbors.with_images(structure, cutoff) outside the transformation"
+            )
+        return s
     need = image_counts(s.cell, s.pbc, float(cutoff), margin)
     if s.images is not None:
         need = tuple(max(a, b) for a, b in zip(need, s.images, strict=True))

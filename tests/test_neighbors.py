@@ -92,3 +92,13 @@ def test_image_counts_skewed_cell():
     for n in itertools.product(range(-6, 7), repeat=3):
         if 0 < np.linalg.norm(np.array(n) @ cell) < 3.0:
             assert all(abs(n[a]) <= k[a] for a in range(3))
+
+
+def test_traced_cutoff_with_prepared_structure():
+    """A cutoff computed inside jit (e.g. from traced parameters) uses the static image count."""
+    import jaxcert
+
+    lj = jaxcert.models.get("lj")
+    s = lj.prepare(Structure.from_ase(bulk("Si", "diamond", a=5.43)))
+    e = jax.jit(lambda R: lj.energy_of(lj.params, s.replace(positions=R)))(s.positions)
+    assert float(e) == pytest.approx(float(lj.energy(s)), abs=1e-12)
