@@ -6,6 +6,11 @@ the relax → attack → relax pipeline batched over structures × attacks × ε
     from jaxcert.attacks import losses, pgd, run
     attack = pgd(losses.energy(model), epsilon=0.05, n_steps=10)
     state = run(attack, model.prepare(s), jax.random.PRNGKey(42))
+
+Modules: :mod:`~jaxcert.attacks.attacks` (update rules), :mod:`~jaxcert.attacks.losses` (objectives),
+:mod:`~jaxcert.attacks.pipeline` (relax → attack → relax, vmapped grid), :mod:`~jaxcert.attacks.metrics`
+(ATTACKS.md §3 on the host), :mod:`~jaxcert.attacks.crystals` (the 20 crystals of §5, rebuilt from published
+data), :mod:`~jaxcert.attacks.contour` (the §4 baseline), :mod:`~jaxcert.attacks.sweep` (resumable SQLite store).
 """
 
 from jaxcert.attacks import losses
