@@ -62,7 +62,16 @@ import numpy as np
 
 from jaxcert.derivatives import EXACT
 from jaxcert.model import Model
-from jaxcert.probes.base import SKIPPED, ProbeResult, ProbeSpec, finalize, register, resolve_substrate, score_map
+from jaxcert.probes.base import (
+    SKIPPED,
+    ProbeResult,
+    ProbeSkip,
+    ProbeSpec,
+    finalize,
+    register,
+    resolve_substrate,
+    score_map,
+)
 from jaxcert.probes.conservativeness import fd_h, jvp_cost, precision_bits
 from jaxcert.structure import Structure
 
@@ -186,7 +195,7 @@ def trimer(
     """
     s = resolve_substrate(model, substrate, "trimer")
     if s.n_atoms != 3:
-        raise ValueError(f"the trimer probe needs a 3-atom A–B–C substrate, got {s.n_atoms} atoms")
+        raise ProbeSkip(f"the trimer probe needs a 3-atom A–B–C substrate, got {s.n_atoms} atoms")
     uw = unit_pairs(key, s.mask, config.n_pairs, s.positions.dtype)
     return _trimer(model, uw, s, config)
 

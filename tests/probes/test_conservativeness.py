@@ -94,6 +94,16 @@ def test_clean_lj_at_round_off(dtype):
     assert int(r.n_evals) == 62
 
 
+def test_new_values_do_not_recompile():
+    from jaxcert.probes.conservativeness import _conservativeness
+
+    s = cluster13()
+    conservativeness(LJ, None, substrate=s)
+    n = _conservativeness._cache_size()
+    r = conservativeness(LJ.replace(), None, substrate=s.replace(positions=s.positions * 1.01))
+    assert _conservativeness._cache_size() == n and float(r.defect) < 1e-12
+
+
 def test_fd_engine_is_the_reference_recipe():
     fd = ConservativenessConfig(derivatives=FiniteDifference())
     exact64 = conservativeness(LJ, None, substrate=cluster13())

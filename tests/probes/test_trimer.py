@@ -140,6 +140,14 @@ def test_fd_engine_agrees_with_exact():
                                   ex.details["three_body_vanishing"]["delta_e3"])  # energies only: engine-free
 
 
+def test_not_a_trimer_is_skipped():
+    from jaxcert.probes.base import ProbeSkip
+
+    four = jaxcert.Structure.create(np.eye(4, 3) * 2.0, ["Ar"] * 4)
+    with pytest.raises(ProbeSkip, match="3-atom"):
+        trimer(LJ, jax.random.key(0), substrate=four)
+
+
 def test_paper_pair_count():
     uw = unit_pairs(jax.random.key(0), jnp.ones(3, bool), 8, jnp.float64)
     assert uw.shape == (8, 2, 3, 3)
