@@ -120,13 +120,16 @@ def fire(
         vf = jnp.sum(F * v)
         fnorm = jnp.sqrt(jnp.sum(F * F))
         vnorm = jnp.sqrt(jnp.sum(v * v))
+        first = k == 0  # ASE: no mixing and no dt/α update on the first step (velocities start at 0)
         up = vf > 0
         v_mixed = (1 - a) * v + a * F / jnp.maximum(fnorm, 1e-300) * vnorm
         grow = up & (n_pos > n_min)
-        dt = jnp.where(up, jnp.where(grow, jnp.minimum(dt * f_inc, dt_max), dt), dt * f_dec)
-        a = jnp.where(up, jnp.where(grow, a * f_a, a), a_start)
-        n_pos = jnp.where(up, n_pos + 1, 0)
-        v = jnp.where(up, v_mixed, jnp.zeros_like(v))
+        dt_new = jnp.where(up, jnp.where(grow, jnp.minimum(dt * f_inc, dt_max), dt), dt * f_dec)
+        a_new = jnp.where(up, jnp.where(grow, a * f_a, a), a_start)
+        dt = jnp.where(first, dt, dt_new)
+        a = jnp.where(first, a, a_new)
+        n_pos = jnp.where(first, n_pos, jnp.where(up, n_pos + 1, 0))
+        v = jnp.where(first, v, jnp.where(up, v_mixed, jnp.zeros_like(v)))
         v = v + dt * F
         dR = dt * v
         norm = jnp.sqrt(jnp.sum(dR * dR))
