@@ -83,6 +83,10 @@ def machine() -> dict[str, Any]:
         "jax_devices": [str(d) for d in jax.devices()],
     }
     try:
+        info["load_average_1_5_15min"] = list(os.getloadavg())
+    except OSError:
+        pass
+    try:
         with open("/proc/cpuinfo") as fh:
             for line in fh:
                 if line.startswith("model name"):
