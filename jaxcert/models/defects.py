@@ -564,7 +564,7 @@ _EGG_M = _EGG_M[np.any(_EGG_M != 0, axis=1)]
 _EGG_Q0 = 0.5
 
 
-def eggbox(model: Model, strength: float = 0.01, period: float | None = None, grid: int = 1) -> Model:
+def eggbox(model: Model, strength: float = 0.05, period: float | None = None, grid: int = 1) -> Model:
     r"""Egg-box term: a smooth potential periodic with a lattice fixed in space.
 
     .. math::  E \mathrel{+}= A \sum_i \sum_{G \in \Lambda^*,\, G \ne 0} \hat w_G \cos(G\cdot R_i),\qquad
@@ -589,7 +589,9 @@ def eggbox(model: Model, strength: float = 0.01, period: float | None = None, gr
       grid: static subdivision g of the cell for periodic structures.
 
     Breaks: translation invariance (the energy depends on where the atoms sit
-    relative to a grid).  A cell-defined periodic field cannot also be
+    relative to a grid).  At the default A = 0.05 eV the translational residual
+    ‖H T‖/‖H‖ of the Si cluster is 1.4e-3 (zero_modes gate 1e-3, scale 5e-3;
+    0.05 for Ar).  A cell-defined periodic field cannot also be
     invariant under the change to a supercell (whose reciprocal lattice is
     finer), so the supercell comparison moves too.  Must trip: representation
     (translation and supercell sub-tests), equivariance (the cluster turns
