@@ -33,10 +33,12 @@ substrate; we follow the reference (4 atoms, so the supercell is cheap).
 JAX specifics.  The probe is pure and vmappable over (key, substrate): the
 supercell (8n atoms) and the unimodular cell are built inside the probe from the
 traced substrate with static shapes.  Their static periodic image counts are
-derived from the substrate's: the new cell's plane spacing w₁' obeys
-1/w₁' ≤ 1/w₀ + 1/w₁, so K₁' = K₀ + K₁ images suffice for the unimodular cell, and
-the doubled cell needs ⌈(K − ½)/2 + ½⌉ (both keep the margin of
-:func:`jaxcert.neighbors.with_images`).  Random draws come from ``key``
+derived from the substrate's K_a (which cover x_a = r_c/w_a, w_a the lattice-plane
+spacing): the new cell's spacing obeys 1/w₁' ≤ 1/w₀ + 1/w₁, so x₁' ≤ x₀ + x₁ and
+K₁' = K₀ + K₁ + 1 images suffice for the unimodular cell; the doubled cell has
+x' = x/2 and needs ⌈K/2 + ¼⌉.  Both bounds hold for the image rules K = ⌊x + ½⌋
+and K = ⌈x + ½⌉ of :func:`jaxcert.neighbors.image_counts` (and keep its margin);
+an insufficient count would make the result NaN, never silently wrong.  Random draws come from ``key``
 (``jax.random``: u, then π, as the reference's single stream; statistical, not
 bitwise, agreement).  Cost 1 + 1 + 1 + n_tr + 1 = 20 model evaluations.  No
 derivative of a model output is taken (the ``derivatives`` field is unused).
@@ -93,8 +95,9 @@ def unimodular(s: Structure) -> Structure:
     """The same crystal in the cell M h₀ (a₁' = a₁ + a₂), atoms wrapped; atom i ↔ atom i."""
     cell = jnp.asarray(UNIMODULAR, s.dtype) @ s.cell
     images = s.images
-    if images is not None:
-        images = (images[0], images[0] + images[1], images[2])
+    if images is not None and s.pbc[1]:
+        # 1/w₁' ≤ 1/w₀ + 1/w₁ (module docstring)
+        images = (images[0], images[0] + images[1] + 1, images[2])
     return s.replace(positions=_wrap(s, cell), cell=cell, images=images)
 
 
@@ -109,7 +112,7 @@ def supercell(s: Structure, reps: tuple[int, int, int] = (2, 2, 2)) -> Structure
     k = len(offsets)
     images = s.images
     if images is not None:
-        # need ≤ ⌈r_c/(r w) + ½⌉ and r_c/w ≤ K − ½  ⇒  ⌈(K − ½)/r + ½⌉ images suffice
+        # x' = x/r; K = ⌊x + ½⌋ gives x < K + ½, K = ⌈x + ½⌉ gives x ≤ K − ½: ⌈(K − ½)/r + ½⌉ covers both
         images = tuple(0 if K == 0 else int(math.ceil((K - 0.5) / r + 0.5)) for K, r in zip(images, reps, strict=True))
     return s.replace(
         positions=R,
