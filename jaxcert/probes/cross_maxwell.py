@@ -107,6 +107,7 @@ import numpy as np
 
 from jaxcert.derivatives import EXACT, voigt_strain
 from jaxcert.model import Model, strain, voigt
+from jaxcert.neighbors import det3, inv3
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, resolve_substrate
 from jaxcert.probes.stress_consistency import engine_cost, engine_step, require_stress
 from jaxcert.relax import RelaxResult, bfgs
@@ -189,7 +190,7 @@ def energy_torque(engine: Any, model: Model, s: Structure) -> jax.Array:
 def _plane_spacings(cell: jax.Array) -> jax.Array:
     """Lattice-plane spacings w_a = V/|b × c| (traced), Å."""
     cross = jnp.stack([jnp.cross(cell[1], cell[2]), jnp.cross(cell[2], cell[0]), jnp.cross(cell[0], cell[1])])
-    return jnp.abs(jnp.linalg.det(cell)) / jnp.linalg.norm(cross, axis=1)
+    return jnp.abs(det3(cell)) / jnp.linalg.norm(cross, axis=1)
 
 
 def relax_positions_and_cell(
@@ -227,8 +228,8 @@ def relax_positions_and_cell(
         st, D = unpack(fs.positions)
         F = model.forces_of(params, st)
         sigma = model.stress_of(params, st)
-        V = jnp.abs(jnp.linalg.det(st.cell))
-        return jnp.concatenate([F @ D.T, -V * jnp.linalg.solve(D.T, sigma) / c])
+        V = jnp.abs(det3(st.cell))
+        return jnp.concatenate([F @ D.T, -V * (inv3(D).T @ sigma) / c])
 
     ones = jnp.ones(3, bool)
     fake = Structure(

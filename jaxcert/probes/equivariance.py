@@ -135,8 +135,7 @@ def equivariance(
     real = s.mask[:, None]
 
     def evaluate(R):
-        st = s.replace(positions=R)
-        return model.energy_of(params, st), model.forces_of(params, st)
+        return model.energy_and_forces_of(params, s.replace(positions=R))
 
     E0, F0 = evaluate(s.positions)
 

@@ -39,6 +39,7 @@ import jax.numpy as jnp
 
 from jaxcert.derivatives import EXACT
 from jaxcert.model import Model, voigt
+from jaxcert.neighbors import inv3
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, resolve_substrate
 from jaxcert.probes.stress_consistency import require_stress
 from jaxcert.structure import Structure
@@ -67,7 +68,7 @@ def inversion_image(s: Structure) -> Structure:
     Only periodic axes are wrapped; padding atoms are left where they are.
     """
     pbc = jnp.asarray(s.pbc)
-    frac = s.positions @ jnp.linalg.inv(s.cell)
+    frac = s.positions @ inv3(s.cell)
     img = jnp.where(pbc, jnp.mod(1.0 - frac, 1.0), 1.0 - frac)
     R = jnp.where(s.mask[:, None], img @ s.cell, s.positions)
     return s.replace(positions=R)

@@ -56,6 +56,7 @@ import numpy as np
 
 from jaxcert.derivatives import EXACT
 from jaxcert.model import Model
+from jaxcert.neighbors import inv3
 from jaxcert.probes.base import ProbeResult, ProbeSkip, ProbeSpec, finalize, register, resolve_substrate
 from jaxcert.structure import Structure
 
@@ -84,10 +85,14 @@ class RepresentationConfig:
     derivatives: Any = EXACT
 
 
-def _wrap(s: Structure, cell: jax.Array) -> jax.Array:
-    """Positions wrapped into ``cell`` along the periodic axes (padding atoms untouched)."""
-    frac = s.positions @ jnp.linalg.inv(cell)
-    frac = jnp.where(jnp.asarray(s.pbc), jnp.mod(frac, 1.0), frac)
+def _wrap(s: Structure, cell: jax.Array, eps: float = 1e-7) -> jax.Array:
+    """Positions wrapped into ``cell`` along the periodic axes (padding atoms untouched).
+
+    As ``ase.geometry.wrap_positions``: fractional coordinates shifted by ``eps`` before the
+    modulo, so an atom on a cell face (up to round-off) lands at 0, not at 1.
+    """
+    frac = s.positions @ inv3(cell)
+    frac = jnp.where(jnp.asarray(s.pbc), jnp.mod(frac + eps, 1.0) - eps, frac)
     return jnp.where(s.mask[:, None], frac @ cell, s.positions)
 
 
@@ -153,7 +158,7 @@ def representation(
     n = jnp.sum(w)
 
     def evaluate(st):
-        return model.energy_of(params, st), model.forces_of(params, st)
+        return model.energy_and_forces_of(params, st)
 
     def rms(dF, weight):
         return jnp.sqrt(jnp.sum(weight[:, None] * dF**2) / (3 * jnp.sum(weight)))
