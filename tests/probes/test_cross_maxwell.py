@@ -125,19 +125,20 @@ def test_finite_difference_engine_agrees():
 def test_vmap_over_elements_equals_loop():
     from jaxcert import substrates
 
-    m = variant(curl=0.6)  # Λ residuals of order one to compare
-    fixture = m.prepare(p2mm_ar())
-    # the fixture first: the batch keeps its image count, so the loop reuses the sensitivity test's program
-    batch = m.prepare(stack([fixture, substrates.pmm2("Ar"), substrates.pmm2("Cu")]))
+    # the §8.3 fixture first: the batch keeps its image count, so the loop reuses the clean-floor program
+    fixture = p2mm_ar()
+    batch = CLEAN.prepare(stack([fixture, substrates.pmm2("Ar"), substrates.pmm2("Cu")]))
     assert batch.images == fixture.images
     keys = jax.random.split(KEY, 3)
-    out = jax.jit(jax.vmap(lambda k, s: cross_maxwell(m, k, C12, s)))(keys, batch)
+    out = jax.jit(jax.vmap(lambda k, s: cross_maxwell(CLEAN, k, C12, s)))(keys, batch)
+    assert np.all(np.asarray(out.score) > 0.99)
     for i, s in enumerate(unstack(batch)):
-        r = RUN(m, keys[i], config=C12, substrate=s)
-        np.testing.assert_allclose(out.defect[i], r.defect, rtol=1e-9)
-        np.testing.assert_allclose(out.details["pairs"][i], r.details["pairs"], rtol=1e-9, atol=1e-14)
+        r = RUN(CLEAN, keys[i], config=C12, substrate=s)
+        # the block entries (not the round-off-level defects) are compared
+        scale = float(jnp.abs(r.details["pairs"][:, 2:]).max())
+        np.testing.assert_allclose(out.details["pairs"][i], r.details["pairs"], rtol=1e-9, atol=1e-12 * scale)
         np.testing.assert_allclose(out.details["strain_block_B"][i], r.details["strain_block_B"], rtol=1e-9,
-                                   atol=1e-14)
+                                   atol=1e-12 * float(jnp.abs(r.details["strain_block_B"]).max()))
 
 
 def test_relax_cell_reference_mode():
