@@ -152,15 +152,15 @@ class Model:
 
     # ------------------------------------------------------------ raw (pure)
     def energy_of(self, params: Any, s: Structure) -> jax.Array:
-        """E(params, s) in eV (pure; ``s`` must be prepared)."""
-        return self.energy_fn(params, s)
+        """E(params, s) in eV (pure; ``s`` must be prepared; NaN if its image count does not cover the cell)."""
+        return _guard(s, self.energy_fn(params, s))
 
     def forces_of(self, params: Any, s: Structure) -> jax.Array:
         """Force output in eV/Å: the direct head if present, else −∇E."""
         if self.forces_fn is not None:
-            F = self.forces_fn(params, s)
+            F = _guard(s, self.forces_fn(params, s))
         else:
-            F = -jax.grad(lambda R: self.energy_fn(params, s.replace(positions=R)))(s.positions)
+            F = _guard(s, -jax.grad(lambda R: self.energy_of(params, s.replace(positions=R)))(s.positions))
         return F * s.mask[..., None].astype(F.dtype)
 
     def energy_stress_of(self, params: Any, s: Structure) -> jax.Array:
@@ -168,15 +168,15 @@ class Model:
         if not s.periodic:
             raise StressUnavailable("stress is undefined for a non-periodic structure (pbc all False)")
         zero = jnp.zeros((3, 3), s.positions.dtype)
-        dE = jax.grad(lambda e: self.energy_fn(params, strain(s, _sym(e))))(zero)
-        return dE / jnp.abs(det3(s.cell))
+        dE = jax.grad(lambda e: self.energy_of(params, strain(s, _sym(e))))(zero)
+        return _guard(s, dE / jnp.abs(det3(s.cell)))
 
     def stress_of(self, params: Any, s: Structure) -> jax.Array:
         """Stress output (3, 3) in eV/Å³: the direct head if present, else from the energy."""
         if not s.periodic:
             raise StressUnavailable("stress is undefined for a non-periodic structure (pbc all False)")
         if self.stress_fn is not None:
-            return self.stress_fn(params, s)
+            return _guard(s, self.stress_fn(params, s))
         return self.energy_stress_of(params, s)
 
     # -------------------------------------------------- bound conveniences
@@ -208,8 +208,8 @@ class Model:
         """Pure (E, F); one backward pass when forces are conservative."""
         if self.forces_fn is not None:
             return self.energy_of(params, s), self.forces_of(params, s)
-        E, g = jax.value_and_grad(lambda R: self.energy_fn(params, s.replace(positions=R)))(s.positions)
-        return E, -g * s.mask[..., None].astype(g.dtype)
+        E, g = jax.value_and_grad(lambda R: self.energy_of(params, s.replace(positions=R)))(s.positions)
+        return E, _guard(s, -g * s.mask[..., None].astype(g.dtype))
 
     def __repr__(self) -> str:
         heads = [h for h, f in (("forces", self.forces_fn), ("stress", self.stress_fn)) if f is not None]
@@ -221,6 +221,16 @@ jax.tree_util.register_dataclass(
     data_fields=["params"],
     meta_fields=["energy_fn", "forces_fn", "stress_fn", "name", "cutoff", "elements", "info"],
 )
+
+
+def _guard(s: Structure, x: jax.Array) -> jax.Array:
+    """x·1, or NaN where the static periodic image count does not cover the (traced) cell.
+
+    A product (not a select) so that every derivative of the output is NaN as well.
+    """
+    from jaxcert.neighbors import coverage
+
+    return x * jnp.where(coverage(s), 1.0, jnp.nan).astype(x.dtype)
 
 
 _jit_energy = jax.jit(lambda m, s: m.energy_of(m.params, s))

@@ -40,7 +40,7 @@ import numpy as np
 
 from jaxcert.structure import Structure, StructureError, _is_concrete
 
-__all__ = ["Pairs", "image_counts", "with_images", "pairs", "neighbor_table", "jaxmd_neighbor_list"]
+__all__ = ["Pairs", "image_counts", "with_images", "coverage", "pairs", "neighbor_table", "jaxmd_neighbor_list"]
 
 #: Relative margin on the cutoff when counting images (strain, drift of the cell).
 IMAGE_MARGIN = 0.05
@@ -116,9 +116,30 @@ def with_images(s: Structure, cutoff: float, margin: float = IMAGE_MARGIN) -> St
             )
         return s
     need = image_counts(s.cell, s.pbc, float(cutoff), margin)
+    cut = float(cutoff)
     if s.images is not None:
         need = tuple(max(a, b) for a, b in zip(need, s.images, strict=True))
-    return s.replace(images=need)
+        if s.image_cutoff is not None:
+            cut = max(cut, s.image_cutoff)
+    return s.replace(images=need, image_cutoff=cut)
+
+
+def coverage(s: Structure) -> jax.Array:
+    """True unless the (possibly traced) cell needs more images than ``s.images`` for ``s.image_cutoff``.
+
+    :class:`jaxcert.Model` multiplies every output by NaN where this is False, so an
+    insufficient static image count can never give a silently wrong number, whatever
+    the model does with out-of-range pairs.
+    """
+    if not s.periodic or s.images is None or s.image_cutoff is None:
+        return jnp.asarray(True)
+    cell = s.cell
+    vol = jnp.abs(det3(cell))
+    cross = jnp.stack([jnp.cross(cell[..., 1, :], cell[..., 2, :]), jnp.cross(cell[..., 2, :], cell[..., 0, :]),
+                       jnp.cross(cell[..., 0, :], cell[..., 1, :])], axis=-2)
+    spacing = vol[..., None] / jnp.linalg.norm(cross, axis=-1)
+    need = jnp.floor(s.image_cutoff / spacing + 0.5) * jnp.asarray(s.pbc, cell.dtype)
+    return jnp.all(need <= jnp.asarray(s.images, cell.dtype))
 
 
 def _shift_vectors(images: tuple[int, int, int]) -> np.ndarray:

@@ -13,7 +13,9 @@ as array leaves, and two static (hashable, non-traced) fields:
 * ``pbc`` a tuple of three bools,
 * ``images`` the number of periodic images per axis that the dense neighbour
   construction enumerates (``None`` until :func:`jaxcert.neighbors.with_images`
-  or :meth:`jaxcert.Model.prepare` sets it for a cutoff).
+  or :meth:`jaxcert.Model.prepare` sets it for a cutoff), and ``image_cutoff``,
+  the cutoff (Å) the count was made for; inside ``jit`` every model output is
+  NaN when a traced cell needs more images than that (never silently wrong).
 
 Making ``pbc`` static lets every periodic/non-periodic branch (stress defined or
 not, which images exist) be decided at trace time, so nothing in jitted code
@@ -68,6 +70,7 @@ class Structure:
     mask: jax.Array
     pbc: tuple[bool, bool, bool] = (False, False, False)
     images: tuple[int, int, int] | None = None
+    image_cutoff: float | None = None
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -207,7 +210,7 @@ class Structure:
 jax.tree_util.register_dataclass(
     Structure,
     data_fields=["positions", "numbers", "cell", "masses", "mask"],
-    meta_fields=["pbc", "images"],
+    meta_fields=["pbc", "images", "image_cutoff"],
 )
 
 
@@ -323,11 +326,13 @@ def stack(structures: Sequence[Structure], n_atoms: int | None = None) -> Struct
                 images=None,
             )
         )
-    images = None
+    images, image_cutoff = None, None
     if all(s.images is not None for s in structures):
         images = tuple(int(max(s.images[a] for s in structures)) for a in range(3))
+        cuts = [s.image_cutoff for s in structures if s.image_cutoff is not None]
+        image_cutoff = min(cuts) if cuts else None
     out = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *padded)
-    return out.replace(images=images)
+    return out.replace(images=images, image_cutoff=image_cutoff)
 
 
 def unstack(batch: Structure) -> list[Structure]:

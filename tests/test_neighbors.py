@@ -102,3 +102,19 @@ def test_traced_cutoff_with_prepared_structure():
     s = lj.prepare(Structure.from_ase(bulk("Si", "diamond", a=5.43)))
     e = jax.jit(lambda R: lj.energy_of(lj.params, s.replace(positions=R)))(s.positions)
     assert float(e) == pytest.approx(float(lj.energy(s)), abs=1e-12)
+
+
+def test_model_outputs_are_nan_when_the_static_images_do_not_cover_the_cell():
+    """Whatever the model does with out-of-range pairs (LJ zeroes them with a where), an
+    insufficient image count inside jit gives NaN, never a silently wrong number."""
+    import jaxcert
+
+    lj = jaxcert.models.get("lj")
+    s = lj.prepare(Structure.from_ase(bulk("Si", "diamond", a=5.43)))
+    small = s.replace(cell=0.6 * s.cell, positions=0.6 * s.positions)  # needs more images than prepared
+    e = jax.jit(lambda s: lj.energy_of(lj.params, s))
+    assert np.isfinite(float(e(s)))
+    assert np.isnan(float(e(small)))
+    assert np.isnan(np.asarray(jax.jit(lambda s: lj.forces_of(lj.params, s))(small))).all()
+    # prepared for the small cell it is finite again
+    assert np.isfinite(float(lj.energy(lj.prepare(small.replace(images=None, image_cutoff=None)))))
