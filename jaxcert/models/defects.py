@@ -851,9 +851,11 @@ expected_probes: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("equivariance", "representation", "zero_modes", "trimer", "betti", "cross_maxwell", *_STAT, "lambda"),
         ("parity", "stress_consistency", "reversibility"),
     ),
+    # zero_modes is in neither list: with forces that are not a gradient the relaxation cannot reach
+    # F = 0, and the rotational null vectors of the Hessian exist only at F = 0 (measured: score 0.37 on Si).
     "nonintegrable": (
         ("conservativeness", "betti", "cross_maxwell", "lambda"),
-        ("equivariance", "parity", "representation", "zero_modes", "trimer", "stress_consistency", "reversibility"),
+        ("equivariance", "parity", "representation", "trimer", "stress_consistency", "reversibility"),
     ),
     "orientation": (
         ("equivariance", "parity", "representation", "zero_modes", "trimer"),
