@@ -324,6 +324,7 @@ def stack(structures: Sequence[Structure], n_atoms: int | None = None) -> Struct
                 masses=jnp.concatenate([s.masses, jnp.repeat(s.masses[-1:], k)]),
                 mask=jnp.concatenate([s.mask, jnp.zeros(k, bool)]),
                 images=None,
+                image_cutoff=None,
             )
         )
     images, image_cutoff = None, None
