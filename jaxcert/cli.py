@@ -219,10 +219,11 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     from jaxcert.structure import Structure
 
     model = load_model(a.model, a.defect)
-    labels = crystals.names() if a.structures == "all" else [x.strip() for x in a.structures.split(",") if x.strip()]
+    labels = crystals.resolve(a.structures)
+    known = crystals.table()
     structures = {}
     for lab in labels:
-        atoms = crystals.build(lab) if lab in crystals.CRYSTALS else _attack_structure(lab, 0.0, 0)
+        atoms = crystals.build(lab) if lab in known else _attack_structure(lab, 0.0, 0)
         structures[lab] = Structure.from_ase(atoms, dtype=dtype)
     specs = tuple(AttackSpec(n.strip(), 1 if n.strip() == "fgsm" else a.n_steps) for n in a.attack.split(","))
     cfg = PipelineConfig(fmax=a.fmax, max_steps=a.max_steps, optimizer=a.optimizer, relative=a.relative)
@@ -294,8 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
     at.set_defaults(fn=cmd_attack)
     sw = sub.add_parser("sweep", help="resumable relax-attack-relax sweep into an SQLite store")
     model_args(sw)
-    sw.add_argument("--structures", default="all", help="'all' (the 20 rebuilt crystals), crystal labels, element "
-                    "symbols or files, comma-separated")
+    sw.add_argument("--structures", default="mp2d", help="comma-separated set names (mp2d: the 20 rebuilt crystals "
+                    "of the study's 2D set; sei: the 20 Li-C-O-H-P-F stand-ins; all: both), crystal labels, element "
+                    "symbols or files (default mp2d)")
     sw.add_argument("--attack", default="fgsm,ifgsm,pgd")
     sw.add_argument("--eps", default="0.001,0.002,0.003,0.004,0.005,0.01,0.02,0.03,0.04,0.05,0.1,0.2,0.3,0.4,0.5,"
                     "1,2,3,4,5,10", help="epsilon grid in A (default: the experiment's 21 values)")

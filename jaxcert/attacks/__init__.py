@@ -10,7 +10,9 @@ the relax → attack → relax pipeline batched over structures × attacks × ε
 Modules: :mod:`~jaxcert.attacks.attacks` (update rules), :mod:`~jaxcert.attacks.losses` (objectives),
 :mod:`~jaxcert.attacks.pipeline` (relax → attack → relax, vmapped grid), :mod:`~jaxcert.attacks.metrics`
 (ATTACKS.md §3 on the host), :mod:`~jaxcert.attacks.crystals` (the 20 crystals of §5, rebuilt from published
-data), :mod:`~jaxcert.attacks.contour` (the §4 baseline), :mod:`~jaxcert.attacks.sweep` (resumable SQLite store).
+data; structure sets; supercells), :mod:`~jaxcert.attacks.sei` (20 Li–C–O–H–P–F crystals standing in for the
+private LiCOHPF set), :mod:`~jaxcert.attacks.contour` (the §4 baseline), :mod:`~jaxcert.attacks.sweep`
+(resumable SQLite store).
 """
 
 from jaxcert.attacks import losses

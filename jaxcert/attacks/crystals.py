@@ -25,14 +25,24 @@ Provenance caveats, stated plainly:
   refined coordinates; the real crystal has C/N orientational disorder.
 * ``beta_cristobalite_sio2``: the I-42d tetragonal description (Z = 4, 12
   atoms) with the ideal-cubic metric a = a_c/√2, c = a_c.
+
+Structure sets: ``"mp2d"`` (these 20) and ``"sei"`` (the 20 Li–C–O(–H–P–F)
+crystals of :mod:`jaxcert.attacks.sei`, standing in for the study's private
+LiCOHPF frames); :func:`names`, :func:`build` and :func:`resolve` reach both
+through one table.  :func:`supercell` repeats a structure along its cell
+vectors (ATTACKS.md §5, "Supercells").
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["Crystal", "CRYSTALS", "build", "names"]
+import numpy as np
+
+__all__ = ["Crystal", "CRYSTALS", "SETS", "SUPERCELL_REPEATS", "build", "names", "resolve", "supercell",
+           "table"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,21 +138,99 @@ CRYSTALS: dict[str, Crystal] = {c.label: c for c in [
 ]}
 
 
-def names() -> list[str]:
-    """Labels of the 20 crystals, in the order of ATTACKS.md §5."""
-    return list(CRYSTALS)
+#: Set names accepted by :func:`names` and :func:`resolve`.
+SETS = ("mp2d", "sei")
+
+#: The study's supercell repeats of the input structure (ATTACKS.md §5, "Supercells").
+SUPERCELL_REPEATS = ((1, 1, 1), (1, 1, 2), (1, 2, 1), (1, 2, 2), (2, 1, 1), (2, 1, 2), (2, 2, 1), (2, 2, 2))
+
+
+def _set(name: str) -> dict[str, Crystal]:
+    if name == "mp2d":
+        return CRYSTALS
+    if name == "sei":
+        from jaxcert.attacks.sei import SEI
+
+        return SEI
+    raise KeyError(f"unknown structure set {name!r}; available: {', '.join(SETS)} (or 'all')")
+
+
+def table() -> dict[str, Crystal]:
+    """Every crystal of every set, by label (``graphite`` is shared by both sets)."""
+    out: dict[str, Crystal] = {}
+    for name in SETS:
+        out.update(_set(name))
+    return out
+
+
+def names(set: str = "mp2d") -> list[str]:
+    """Labels of a set: ``"mp2d"`` (the 20 crystals of ATTACKS.md §5, in its order), ``"sei"`` or ``"all"``."""
+    if set == "all":
+        return list(table())
+    return list(_set(set))
+
+
+def resolve(spec: str) -> list[str]:
+    """Labels from a comma-separated spec of set names (``mp2d``, ``sei``, ``all``) and crystal labels.
+
+    Unknown items are returned unchanged (the CLI treats them as element symbols or files); duplicates are dropped,
+    first occurrence kept.
+    """
+    out: list[str] = []
+    for item in (x.strip() for x in spec.split(",")):
+        if not item:
+            continue
+        out.extend(names(item) if item in (*SETS, "all") else [item])
+    return list(dict.fromkeys(out))
 
 
 def build(label: str, **kw: Any):
-    """``ase.Atoms`` of a crystal (``ase.spacegroup.crystal``; provenance in ``atoms.info``)."""
+    """``ase.Atoms`` of a crystal of either set (``ase.spacegroup.crystal``; provenance in ``atoms.info``)."""
     from ase.spacegroup import crystal
 
-    if label not in CRYSTALS:
-        raise KeyError(f"unknown crystal {label!r}; available: {', '.join(CRYSTALS)}")
-    c = CRYSTALS[label]
+    every = table()
+    if label not in every:
+        raise KeyError(f"unknown crystal {label!r}; available: {', '.join(every)}")
+    c = every[label]
     atoms = crystal(list(c.symbols), [tuple(map(float, b)) for b in c.basis], spacegroup=c.spacegroup,
                     cellpar=list(c.cellpar), primitive_cell=False, **kw)
-    atoms.info.update({"label": c.label, "mp_id_of_reference": c.mp_id, "source": c.source,
+    sets = [name for name in SETS if label in _set(name)]
+    atoms.info.update({"label": c.label, "set": ",".join(sets), "mp_id_of_reference": c.mp_id, "source": c.source,
                        "provenance": "rebuilt from published crystal data with ase.spacegroup.crystal; "
-                                     "not downloaded from the Materials Project"})
+                                     "not downloaded from the Materials Project or any database"})
     return atoms
+
+
+def supercell(atoms: Any, n: int | Sequence[int] | None = None, *, min_length: float | None = None):
+    """Diagonal supercell ``atoms.repeat(m)`` (ASE ``Atoms.repeat``, as the study's ``pipeline/supercell.py``).
+
+    Args:
+      atoms: ``ase.Atoms`` (periodic along the repeated axes).
+      n: repeats, one integer for all three axes or three integers.
+      min_length: instead of ``n``: the smallest repeats m_i such that every plane spacing of the supercell,
+        m_i · V/|a_j × a_k| in Å, is at least ``min_length`` (e.g. twice a model cutoff); non-periodic axes stay 1.
+
+    Returns:
+      The supercell, with ``info["supercell"]`` = the repeats and ``info["primitive_atoms"]`` = len(atoms).
+    """
+    if (n is None) == (min_length is None):
+        raise ValueError("supercell: give exactly one of n (repeats) or min_length (A)")
+    if n is not None:
+        m = (int(n),) * 3 if np.ndim(n) == 0 else tuple(int(x) for x in n)
+        if len(m) != 3 or min(m) < 1:
+            raise ValueError(f"supercell: repeats must be one or three integers >= 1, got {n!r}")
+    else:
+        if min_length <= 0:
+            raise ValueError(f"supercell: min_length must be > 0 A, got {min_length}")
+        cell = np.asarray(atoms.get_cell().array, np.float64)
+        vol = abs(np.linalg.det(cell))
+        if vol < 1e-12:
+            raise ValueError("supercell: min_length needs a cell with non-zero volume")
+        spacing = vol / np.linalg.norm(np.cross(cell[[1, 2, 0]], cell[[2, 0, 1]]), axis=1)
+        m = tuple(int(np.ceil(min_length / h - 1e-9)) if p else 1 for h, p in zip(spacing, atoms.get_pbc(),
+                                                                                  strict=True))
+        m = tuple(max(1, x) for x in m)
+    out = atoms.repeat(m)
+    out.info.update(atoms.info)
+    out.info.update({"supercell": m, "primitive_atoms": len(atoms)})
+    return out
