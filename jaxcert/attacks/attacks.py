@@ -21,7 +21,8 @@ with ``sign(0) = 0``:
   workshop 2017; ATTACKS.md §1.4), projected after each step (a no-op in exact
   arithmetic; it removes the last-ulp overshoot of n·(ε/n)).
 * :func:`pgd` — uniform random start R⁽⁰⁾ = R₀ + U, U_ik ~ U[−ε, ε] keyed by
-  ``key``, then n projected steps of α (default 0.1 ε, the experiment's
+  ``key`` (drawn in float32 and cast, so the pattern does not depend on the
+  dtype), then n projected steps of α (default 0.1 ε, the experiment's
   ``alpha_ratio``) (Madry et al., ICLR 2018; ATTACKS.md §1.5).  Unlike the
   reference's ``main`` branch this PGD is implemented, and the projection is
   compulsory.
@@ -160,7 +161,9 @@ def sign_attack(
         mov = s.mask if movable is None else s.mask & jnp.asarray(movable, bool)
         if key is None:
             key = jax.random.PRNGKey(0)
-        U = jax.random.uniform(key, R0.shape, dt, minval=-1.0, maxval=1.0) * eps
+        # drawn in float32 whatever the dtype, so a float32 and a float64 run of one seed start from the same
+        # pattern (as the reference, which draws with NumPy and casts): dtype agreement then measures round-off only
+        U = jax.random.uniform(key, R0.shape, jnp.float32, minval=-1.0, maxval=1.0).astype(dt) * eps
         U = jnp.where(mov[:, None] & jnp.asarray(random_start, bool), U, 0.0)
         R = R0 + jnp.clip(U, -eps, eps)
         g0 = grad(s, R0, mov)

@@ -47,6 +47,14 @@ Discrete metrics
     itself: every atom has a same-species partner within τ = symprec Å (minimum image);
   - unique-site change: median of n_u,stage − n_u,ref (signed, reference) and of its
     absolute value (``_doc``), n_u = number of distinct ``equivalent_atoms``.
+
+Across runs
+-----------
+* **float32/float64 agreement** (:func:`dtype_agreement` on rows matched by :func:`run_key`,
+  :func:`grid_agreement` on two grids): squared Pearson r², max/median |Δ|, median relative
+  difference, agreement of discrete verdicts, and the fraction of attack sign components that agree.
+* **Cross-seed spread** (:func:`seed_spread` per structure, :func:`seed_bands` as the
+  reference's median-over-materials-then-quartiles-over-seeds band).
 """
 
 from __future__ import annotations
@@ -60,6 +68,8 @@ import numpy as np
 __all__ = [
     "SYMPRECS", "RDF_METHOD", "min_image", "displacement", "delta_force", "force_angle", "energy",
     "edges", "topology", "rdf", "rdf_l1", "symmetry_data", "symmetry", "compare", "run_metrics",
+    "AGREEMENT_METRICS", "VERDICTS", "SPREAD_METRICS", "value", "run_key", "dtype_agreement", "grid_agreement",
+    "seed_spread", "seed_bands",
 ]
 
 SYMPRECS = (1e-2, 1e-3, 1e-4)
@@ -301,7 +311,8 @@ def run_metrics(grid: Any, i_s: int, i_a: int, i_e: int, i_k: int) -> dict[str, 
     eps = float(run.epsilon)
     row: dict[str, Any] = {
         "structure": i_s, "formula": a.get_chemical_formula(), "n_atoms": len(a),
-        "attack": spec.name, "attack_label": spec.label, "n_steps": spec.n_steps,
+        "dtype": str(np.asarray(ref.structure.positions).dtype),
+        "attack": spec.name, "attack_label": spec.label, "n_steps": spec.n_steps, "alpha_ratio": float(spec.alpha),
         "epsilon": float(grid.epsilons[i_e]), "epsilon_A": eps, "alpha_A": float(run.alpha),
         "epsilon_percent_min": 100.0 * eps / L,
         "epsilon_percent_abc": [100.0 * eps / x if x > 0 else math.nan for x in lengths],
@@ -320,3 +331,196 @@ def run_metrics(grid: Any, i_s: int, i_a: int, i_e: int, i_k: int) -> dict[str, 
         row[name] = compare(a, st.structure.to_ase(), F_ref, np.asarray(st.forces)[m], ref.energy, st.energy,
                             fmax=cfg.fmax)
     return row
+
+
+# -------------------------------------------------------------- float32/float64 agreement, cross-seed spread
+#: Run-level metrics the reference compares between dtypes (ATTACKS.md §3), plus ΔE of both stages.
+AGREEMENT_METRICS = ("post_relaxation.max_displacement", "immediate.max_delta_force", "post_relaxation.energy",
+                     "immediate.delta_energy", "post_relaxation.delta_energy", "steps_before", "steps_after")
+#: Discrete verdicts whose agreement is reported as a fraction of matched runs.
+VERDICTS = ("immediate.space_group_change", "post_relaxation.space_group_change", "converged_before",
+            "converged_after")
+#: Metrics of the reference's cross-seed figures (ATTACKS.md §3), at both stages.
+SPREAD_METRICS = tuple(f"{st}.{m}" for st in ("immediate", "post_relaxation")
+                       for m in ("median_displacement", "median_delta_force", "jaccard_distance", "rdf_l1",
+                                 "coordination_change_max")) + ("steps_after",)
+
+
+def value(row: dict[str, Any], name: str) -> float:
+    """A row's metric by dotted path (``"post_relaxation.max_displacement"``, ``"steps_after"``); NaN if absent."""
+    x: Any = row
+    for part in name.split("."):
+        if not isinstance(x, dict) or part not in x:
+            return math.nan
+        x = x[part]
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def run_key(row: dict[str, Any]) -> tuple:
+    """Identity of a run apart from its dtype: (structure, attack, n, α/ε, ε, seed), ε and α/ε to 6 significant
+    digits so that float32 and float64 rows of the same request match (ATTACKS.md §3 matches on material, run
+    folder, attack, ε, n, α)."""
+    ratio = row.get("alpha_ratio")
+    if ratio is None:
+        ratio = row["alpha_A"] / row["epsilon_A"] if row.get("epsilon_A") else math.nan
+    return (str(row["structure"]), row["attack"], int(row["n_steps"]), float(f"{float(ratio):.6g}"),
+            float(f"{float(row['epsilon']):.6g}"), int(row["seed"]))
+
+
+def _r2(x: np.ndarray, y: np.ndarray) -> float:
+    """Squared Pearson correlation (the reference's "R²", ATTACKS.md §3); NaN below 2 points or without variance."""
+    if len(x) < 2 or np.std(x) == 0 or np.std(y) == 0:
+        return math.nan
+    return float(np.corrcoef(x, y)[0, 1] ** 2)
+
+
+def dtype_agreement(rows: Sequence[dict[str, Any]], reference_rows: Sequence[dict[str, Any]],
+                    metrics: Sequence[str] = AGREEMENT_METRICS,
+                    verdicts: Sequence[str] = VERDICTS) -> dict[str, Any]:
+    r"""Agreement of matched runs in two dtypes, e.g. ``rows`` in float32 against ``reference_rows`` in float64.
+
+    Runs are matched on :func:`run_key`.  For each metric m over the P matched pairs (pairs where either value is
+    NaN are skipped), with x the reference value and y the compared one:
+
+    * ``r2``: squared Pearson correlation of (x, y), the reference's reported coefficient;
+    * ``max_abs_diff``, ``median_abs_diff``: max and median of |y − x| (the metric's unit: Å, eV/Å, eV, steps);
+    * ``median_rel_diff``: median of |y − x| / |x| over pairs with x ≠ 0 (ATTACKS.md §3, proposed).
+
+    For each discrete verdict v: ``verdict_agreement[v]`` = fraction of pairs with equal values (e.g. whether the
+    space group changed, whether a relaxation converged).
+
+    Returns:
+      ``{"n_pairs", "unmatched", "unmatched_reference", "metrics": {m: {...}}, "verdict_agreement": {v: ...}}``.
+    """
+    ref = {run_key(r): r for r in reference_rows}
+    cmp = {run_key(r): r for r in rows}
+    keys = [k for k in ref if k in cmp]
+    out: dict[str, Any] = {"n_pairs": len(keys), "unmatched": len(set(cmp) - set(ref)),
+                           "unmatched_reference": len(set(ref) - set(cmp)), "metrics": {}, "verdict_agreement": {}}
+    for m in metrics:
+        x = np.array([value(ref[k], m) for k in keys])
+        y = np.array([value(cmp[k], m) for k in keys])
+        ok = np.isfinite(x) & np.isfinite(y)
+        x, y = x[ok], y[ok]
+        d = np.abs(y - x)
+        nz = x != 0
+        out["metrics"][m] = {
+            "n": int(ok.sum()), "r2": _r2(x, y),
+            "max_abs_diff": float(d.max()) if d.size else math.nan,
+            "median_abs_diff": float(np.median(d)) if d.size else math.nan,
+            "median_rel_diff": float(np.median(d[nz] / np.abs(x[nz]))) if nz.any() else math.nan,
+        }
+    for v in verdicts:
+        pairs = [(value(ref[k], v), value(cmp[k], v)) for k in keys]
+        pairs = [(a, b) for a, b in pairs if math.isfinite(a) and math.isfinite(b)]
+        out["verdict_agreement"][v] = float(np.mean([a == b for a, b in pairs])) if pairs else math.nan
+    return out
+
+
+def grid_agreement(grid: Any, reference: Any) -> dict[str, Any]:
+    r"""Per-run agreement of two :class:`~jaxcert.attacks.GridResult` of the same grid in two dtypes.
+
+    For every run (s, a, e, k), over the real (unpadded) atoms, with the reference grid's values as x:
+
+    * ``max_abs_dR_adversarial``, ``max_abs_dR_final``: max_ik |R_ik − R^x_ik| of the attacked and of the relaxed
+      positions (Å);
+    * ``abs_dE_adversarial``, ``abs_dE_final``: |E − E^x| at both stages (eV);
+    * ``sign_agreement``: fraction of coordinates where sign(R_adv − R_ref) equals the reference's (for FGSM this is
+      the fraction of gradient sign components that agree between dtypes, ATTACKS.md §1.8 item 7 and §3, proposed).
+
+    ``reference_abs_dE`` (S,) compares the first relaxations.  Returns arrays with leading axes (S, A, E, K) and
+    ``summary`` maxima/medians over all runs.
+    """
+    m = np.asarray(reference.reference.structure.mask)  # (S, N)
+    if np.asarray(grid.runs.steps).shape != np.asarray(reference.runs.steps).shape:
+        raise ValueError("grid_agreement: the two grids have different (S, A, E, K) shapes")
+    mm = m[:, None, None, None, :, None]
+
+    def pos(g, stage):
+        return np.asarray(getattr(g.runs, stage).structure.positions, np.float64)
+
+    def energy_of(g, stage):
+        return np.asarray(getattr(g.runs, stage).energy, np.float64)
+
+    def max_abs(d):
+        return np.max(np.where(mm, np.abs(d), 0.0), axis=(-1, -2))
+
+    R_ref = [np.asarray(g.reference.structure.positions, np.float64)[:, None, None, None] for g in (grid, reference)]
+    s_a, s_b = np.sign(pos(grid, "adversarial") - R_ref[0]), np.sign(pos(reference, "adversarial") - R_ref[1])
+    n_coord = 3 * m.sum(axis=1)[:, None, None, None]
+    out = {
+        "max_abs_dR_adversarial": max_abs(pos(grid, "adversarial") - pos(reference, "adversarial")),
+        "max_abs_dR_final": max_abs(pos(grid, "final") - pos(reference, "final")),
+        "abs_dE_adversarial": np.abs(energy_of(grid, "adversarial") - energy_of(reference, "adversarial")),
+        "abs_dE_final": np.abs(energy_of(grid, "final") - energy_of(reference, "final")),
+        "sign_agreement": np.sum(np.where(mm, s_a == s_b, False), axis=(-1, -2)) / n_coord,
+        "reference_abs_dE": np.abs(np.asarray(grid.reference.energy, np.float64)
+                                   - np.asarray(reference.reference.energy, np.float64)),
+    }
+    out["summary"] = {
+        "max_abs_dR_final": float(out["max_abs_dR_final"].max()),
+        "median_abs_dR_final": float(np.median(out["max_abs_dR_final"])),
+        "max_abs_dE_final": float(out["abs_dE_final"].max()),
+        "min_sign_agreement": float(out["sign_agreement"].min()),
+        "mean_sign_agreement": float(out["sign_agreement"].mean()),
+    }
+    return out
+
+
+def _quartiles(v: np.ndarray) -> dict[str, float]:
+    """Median, Q25, Q75 (linear interpolation, the numpy/pandas default), IQR, mean, std (ddof 0), min, max."""
+    if v.size == 0:
+        nan = math.nan
+        return {"median": nan, "q25": nan, "q75": nan, "iqr": nan, "mean": nan, "std": nan, "min": nan, "max": nan}
+    q25, med, q75 = np.percentile(v, [25, 50, 75])
+    return {"median": float(med), "q25": float(q25), "q75": float(q75), "iqr": float(q75 - q25),
+            "mean": float(v.mean()), "std": float(v.std()), "min": float(v.min()), "max": float(v.max())}
+
+
+def _group_key(row: dict[str, Any]) -> tuple:
+    k = run_key(row)
+    return (row.get("attack_label", row["attack"]), k[2], k[3], k[4])  # label, n, α/ε, ε
+
+
+def seed_spread(rows: Sequence[dict[str, Any]], metric: str) -> list[dict[str, Any]]:
+    r"""Spread across seeds of one metric for every (structure, attack, n, α/ε, ε).
+
+    Per group: the values v_k of the seeds (NaN dropped), ``n_seeds``, and their median, Q25, Q75, IQR, mean,
+    std (population, ddof 0), min, max.  FGSM and I-FGSM are deterministic, so their spread measures backend
+    non-determinism only; PGD's includes its random start (ATTACKS.md §3).
+    """
+    groups: dict[tuple, list[tuple[int, float]]] = {}
+    for r in rows:
+        groups.setdefault((str(r["structure"]), *_group_key(r)), []).append((int(r["seed"]), value(r, metric)))
+    out = []
+    for key, sv in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        sv = sorted((s, v) for s, v in sv if math.isfinite(v))
+        v = np.array([x for _, x in sv])
+        out.append({"structure": key[0], "attack_label": key[1], "n_steps": key[2], "alpha_ratio": key[3],
+                    "epsilon": key[4], "metric": metric, "seeds": [s for s, _ in sv], "values": v.tolist(),
+                    "n_seeds": len(sv), **_quartiles(v)})
+    return out
+
+
+def seed_bands(rows: Sequence[dict[str, Any]], metric: str) -> list[dict[str, Any]]:
+    r"""The reference's cross-seed summary (ATTACKS.md §3) for every (attack, n, α/ε, ε).
+
+    1. for each seed, the median over structures of the run-level metric (NaN dropped): m_k;
+    2. across the seeds: median, Q25, Q75 (the shaded band), IQR, std, and ``seed_count``; ``per_seed`` maps each
+       seed to m_k (the thin lines).
+    """
+    groups: dict[tuple, dict[int, list[float]]] = {}
+    for r in rows:
+        v = value(r, metric)
+        if math.isfinite(v):
+            groups.setdefault(_group_key(r), {}).setdefault(int(r["seed"]), []).append(v)
+    out = []
+    for key, by_seed in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        per_seed = {s: float(np.median(v)) for s, v in sorted(by_seed.items())}
+        q = _quartiles(np.array(list(per_seed.values())))
+        out.append({"attack_label": key[0], "n_steps": key[1], "alpha_ratio": key[2], "epsilon": key[3],
+                    "metric": metric, "per_seed": per_seed, "seed_count": len(per_seed), **q})
+    return out

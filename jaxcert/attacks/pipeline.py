@@ -151,7 +151,8 @@ class GridResult(NamedTuple):
     Attributes:
       reference: Stage (S,) at R_ref; ref_steps, ref_converged, ref_fmax (S,) of the first relaxation.
       runs: RunResult with leading axes (S, A, E, K) = structures × attacks × ε × seeds.
-      attacks, epsilons, seeds, config: the grid (host values).
+      attacks, epsilons, seeds, config: the grid (host values; ``epsilons`` as requested, float64, while the
+        runs used them cast to the structures' dtype, see ``runs.epsilon``).
     """
 
     reference: Stage
@@ -270,10 +271,11 @@ def run_grid(model: Model, structures: Structure | Sequence[Structure], epsilons
         attacks = (attacks,)
     attacks = tuple(attacks)
     dt = s.dtype
-    eps = jnp.asarray(np.atleast_1d(np.asarray(epsilons, np.float64)), dt)
+    eps_host = np.atleast_1d(np.asarray(epsilons, np.float64))  # as requested (recorded unrounded)
+    eps = jnp.asarray(eps_host, dt)
     seeds_np = np.atleast_1d(np.asarray(seeds, np.int64))
     ref, ref_stage = relax_batch(model, s, cfg)
     n, ratio, rs, proj = _spec_arrays(attacks)
     runs = _grid(model, ref.structure, eps, jnp.asarray(seeds_np, jnp.uint32), jnp.asarray(n),
                  jnp.asarray(ratio, dt), jnp.asarray(rs), jnp.asarray(proj), cfg, int(n.max()))
-    return GridResult(ref_stage, ref.steps, ref.converged, ref.fmax, runs, attacks, np.asarray(eps), seeds_np, cfg)
+    return GridResult(ref_stage, ref.steps, ref.converged, ref.fmax, runs, attacks, eps_host, seeds_np, cfg)

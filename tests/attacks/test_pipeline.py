@@ -1,5 +1,6 @@
 """Relax → attack → relax: vmapped grid = Python loop, honest convergence flags, metric rows."""
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from ase.build import bulk
@@ -79,3 +80,24 @@ def test_metric_rows(grid):
     assert post["rdf_method"] == metrics.RDF_METHOD
     small = metrics.run_metrics(g, 0, 0, 0, 0)["post_relaxation"]
     assert small["max_displacement"] < 0.1 and small["symprecs_used"] == 3
+
+
+def test_float32_agrees_with_float64_to_round_off(grid):
+    """The same grid in float32 (structures cast; the model follows the input dtype): float32 outputs, the same PGD
+    random start (drawn in float32 for both), and agreement to float32 round-off (ATTACKS.md §3)."""
+    model, structures, g64 = grid
+    s32 = [jaxcert.Structure.from_ase(s.to_ase(), dtype=jnp.float32) for s in structures]
+    g32 = A.run_grid(model, s32, EPS, SEEDS, attacks=SPEC, cfg=CFG)
+    assert g32.runs.final.energy.dtype == jnp.float32 and g32.runs.final.structure.positions.dtype == jnp.float32
+    agr = metrics.grid_agreement(g32, g64)["summary"]
+    assert agr["min_sign_agreement"] == 1.0
+    assert agr["max_abs_dR_final"] < 1e-4 and agr["max_abs_dE_final"] < 1e-4  # measured ~1e-6 Å, ~6e-6 eV
+    runs = list(np.ndindex(2, 1, 2, 2))
+    rows32 = [metrics.run_metrics(g32, *ix) for ix in runs]
+    rows64 = [metrics.run_metrics(g64, *ix) for ix in runs]
+    assert {r["dtype"] for r in rows32} == {"float32"} and {r["dtype"] for r in rows64} == {"float64"}
+    out = metrics.dtype_agreement(rows32, rows64)
+    assert out["n_pairs"] == 8 and out["unmatched"] == 0
+    assert out["metrics"]["post_relaxation.energy"]["max_abs_diff"] < 1e-4
+    assert out["metrics"]["steps_after"]["max_abs_diff"] <= 2
+    assert out["verdict_agreement"]["converged_after"] == 1.0
