@@ -9,7 +9,15 @@ heads), :mod:`jaxcert.derivatives` (exact and finite-difference engines),
 
 from jaxcert import derivatives, models, neighbors, units
 from jaxcert.lam import lam
-from jaxcert.model import Model, StressUnavailable, UnsupportedElement, from_voigt, strain, voigt
+from jaxcert.model import (
+    Model,
+    StressUnavailable,
+    UnsupportedElement,
+    UnsupportedStructure,
+    from_voigt,
+    strain,
+    voigt,
+)
 from jaxcert.structure import Structure, StructureError, stack, unstack
 
 __version__ = "0.1.0"
@@ -24,6 +32,6 @@ def certify(*args, **kwargs):
 
 __all__ = [
     "Structure", "StructureError", "stack", "unstack",
-    "Model", "StressUnavailable", "UnsupportedElement", "strain", "voigt", "from_voigt",
+    "Model", "StressUnavailable", "UnsupportedElement", "UnsupportedStructure", "strain", "voigt", "from_voigt",
     "derivatives", "models", "neighbors", "units", "__version__", "certify", "lam",
 ]

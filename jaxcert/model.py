@@ -33,7 +33,8 @@ import numpy as np
 from jaxcert.neighbors import det3
 from jaxcert.structure import Structure, StructureError, _is_concrete
 
-__all__ = ["Model", "StressUnavailable", "UnsupportedElement", "strain", "voigt", "from_voigt"]
+__all__ = ["Model", "StressUnavailable", "UnsupportedElement", "UnsupportedStructure", "strain", "voigt",
+           "from_voigt"]
 
 
 class StressUnavailable(ValueError):
@@ -42,6 +43,20 @@ class StressUnavailable(ValueError):
 
 class UnsupportedElement(ValueError):
     """The model has no parameters for an element of the structure."""
+
+
+class UnsupportedStructure(ValueError):
+    """The model cannot evaluate this structure (e.g. an isolated atom or a pair for a graph network).
+
+    Raised by host-side models (bridges); the suite records the probe as skipped with this
+    reason.  Through ``jax.pure_callback`` it arrives as a runtime error whose message
+    contains the class name, which :func:`is_unsupported_structure` recognises.
+    """
+
+
+def is_unsupported_structure(err: BaseException) -> bool:
+    """True for :class:`UnsupportedStructure`, also when re-raised through a JAX host callback."""
+    return isinstance(err, UnsupportedStructure) or "UnsupportedStructure" in str(err)
 
 
 def strain(s: Structure, eps: jax.Array) -> Structure:
@@ -87,6 +102,8 @@ class Model:
         numbers returning it; used to size periodic images (``prepare``).
       elements: supported atomic numbers, or ``None`` for any.
       info: free-form static metadata (source, units, reference).
+      stress_available: False for a model that cannot give a stress even for a periodic
+        cell (e.g. an ASE calculator without "stress"); stress probes then skip.
     """
 
     energy_fn: Callable[[Any, Structure], jax.Array]
@@ -97,6 +114,7 @@ class Model:
     cutoff: float | Callable[[np.ndarray], float] | None = None
     elements: tuple[int, ...] | None = None
     info: tuple[tuple[str, str], ...] = ()
+    stress_available: bool = True
 
     # -------------------------------------------------------------- plumbing
     def replace(self, **changes: Any) -> Model:
@@ -109,7 +127,7 @@ class Model:
 
     def has_stress(self, s: Structure) -> bool:
         """Static: is a stress defined for ``s`` (periodic) with this model?"""
-        return s.periodic
+        return s.periodic and self.stress_available
 
     def prepare(self, s: Structure) -> Structure:
         """Validate elements and set the static image count for the model's cutoff.
@@ -175,6 +193,8 @@ class Model:
         """Stress output (3, 3) in eV/Å³: the direct head if present, else from the energy."""
         if not s.periodic:
             raise StressUnavailable("stress is undefined for a non-periodic structure (pbc all False)")
+        if not self.stress_available:
+            raise StressUnavailable(f"model {self.name!r} has no stress output")
         if self.stress_fn is not None:
             return _guard(s, self.stress_fn(params, s))
         return self.energy_stress_of(params, s)
@@ -192,8 +212,8 @@ class Model:
 
     def stress(self, s: Structure) -> jax.Array:
         """Stress (3, 3) in eV/Å³, ASE sign; raises :class:`StressUnavailable` without pbc."""
-        if not s.periodic:
-            raise StressUnavailable("stress is undefined for a non-periodic structure (pbc all False)")
+        if not self.has_stress(s):
+            self.stress_of(self.params, s)  # raises the precise StressUnavailable
         return _jit_stress(self, self.prepare(s))
 
     def stress_voigt(self, s: Structure) -> jax.Array:
@@ -219,7 +239,7 @@ class Model:
 jax.tree_util.register_dataclass(
     Model,
     data_fields=["params"],
-    meta_fields=["energy_fn", "forces_fn", "stress_fn", "name", "cutoff", "elements", "info"],
+    meta_fields=["energy_fn", "forces_fn", "stress_fn", "name", "cutoff", "elements", "info", "stress_available"],
 )
 
 

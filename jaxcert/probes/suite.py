@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert.model import Model
+from jaxcert.model import Model, is_unsupported_structure
 from jaxcert.probes.base import ERROR, PROBES, SKIPPED, STATUS_NAMES, ProbeSkip
 
 __all__ = ["DEFAULT_ORDER", "STATMECH", "certify", "combine_scores", "probe_key", "ProbeOutcome"]
@@ -238,9 +238,13 @@ def certify(
         except ProbeSkip as err:
             outcome = _skipped(name, spec, elements, str(err))
         except Exception as err:  # noqa: BLE001 - the suite goes on (§6.2)
-            msg = f"{type(err).__name__}: {err}"[:500]
-            outcome = _skipped(name, spec, elements, msg, status="error")
-            outcome.details[0]["traceback"] = traceback.format_exc()[-2000:]
+            if is_unsupported_structure(err):  # the model cannot evaluate the substrate: a skip, with why
+                msg = str(err)
+                outcome = _skipped(name, spec, elements, msg[max(msg.find("UnsupportedStructure"), 0):][:500])
+            else:
+                msg = f"{type(err).__name__}: {err}"[:500]
+                outcome = _skipped(name, spec, elements, msg, status="error")
+                outcome.details[0]["traceback"] = traceback.format_exc()[-2000:]
         outcome.wall_s = time.perf_counter() - t0
         last = outcome.wall_s
         outcomes.append(outcome)
