@@ -38,12 +38,13 @@ def _set_dtype(name: str) -> Any:
 
 def load_model(spec: str, defects: list[str] | None = None):
     """Resolve ``--model``: a registered name, ``module:attr`` (a Model or a zero-argument
-    factory returning one), or a bridged model (``chgnet``, ``sevennet:7net-0``, ``ase:module:attr``, needs
-    jaxcert-bridges); then apply ``--defect name=strength`` wrappers in order."""
+    factory returning one), or a bridged model (``chgnet``, ``sevennet:7net-0``, ``ase:module:attr``,
+    options after ``@`` such as ``chgnet@float64,fd``; needs jaxcert-bridges); then apply
+    ``--defect name=strength`` wrappers in order."""
     from jaxcert import models
     from jaxcert.model import Model
 
-    head = spec.split(":", 1)[0]
+    head = spec.split(":", 1)[0].split("@", 1)[0]
     if spec in models.available():
         model = models.get(spec)
     elif head in BRIDGED:
@@ -212,32 +213,177 @@ def cmd_attack(a: argparse.Namespace) -> int:
     return 0
 
 
+#: ``jaxcert sweep`` settings: TOML key → built-in default (a flag given on the command line wins over the TOML
+#: file, which wins over these).  ``[config]`` in the TOML file holds PipelineConfig fields.
+_SWEEP_DEFAULTS: dict[str, Any] = {
+    "model": None, "defect": [], "dtype": "float64", "structures": "mp2d", "attacks": "fgsm,ifgsm,pgd",
+    "epsilons": "0.001,0.002,0.003,0.004,0.005,0.01,0.02,0.03,0.04,0.05,0.1,0.2,0.3,0.4,0.5,1,2,3,4,5,10",
+    "seeds": "42,43,44,45,46", "n_steps": 10, "alpha_ratio": None, "db": None, "chunk": 4, "max_chunks": None,
+    "executor": "local", "scheduler": None, "export": None, "plots": None, "contour": None, "json": None,
+    "quiet": False,
+}
+_SWEEP_FLAGS = {"attacks": "attack", "epsilons": "eps", "seeds": "seed"}  # TOML key → argparse dest where different
+_SWEEP_CONFIG = ("fmax", "max_steps", "optimizer", "loss", "relative", "distinct_keys")
+_SWEEP_PATHS = ("db", "export", "plots", "contour", "json")
+
+
+def _sweep_settings(a: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Merge command-line flags, the optional TOML file and defaults; returns (settings, PipelineConfig fields)."""
+    import os
+
+    doc: dict[str, Any] = {}
+    base = "."
+    if a.config is not None:
+        try:
+            import tomllib
+        except ImportError:  # Python 3.10
+            try:
+                import tomli as tomllib
+            except ImportError:
+                raise SystemExit("jaxcert sweep: a TOML file needs Python >= 3.11 (tomllib) or the tomli "
+                                 "package") from None
+        try:
+            with open(a.config, "rb") as fh:
+                doc = tomllib.load(fh)
+        except FileNotFoundError:
+            raise SystemExit(f"jaxcert sweep: no such TOML file: {a.config!r}") from None
+        except tomllib.TOMLDecodeError as err:
+            raise SystemExit(f"jaxcert sweep: {a.config}: invalid TOML: {err}") from None
+        base = os.path.dirname(os.path.abspath(a.config))
+        unknown = set(doc) - set(_SWEEP_DEFAULTS) - {"config"}
+        if unknown:
+            raise SystemExit(f"jaxcert sweep: {a.config}: unknown key(s) {sorted(unknown)}; allowed: "
+                             f"{', '.join(sorted(_SWEEP_DEFAULTS))} and a [config] table")
+        bad = set(doc.get("config", {})) - set(_SWEEP_CONFIG)
+        if bad:
+            raise SystemExit(f"jaxcert sweep: {a.config}: unknown [config] key(s) {sorted(bad)}; allowed: "
+                             f"{', '.join(_SWEEP_CONFIG)}")
+    out: dict[str, Any] = {}
+    for key, default in _SWEEP_DEFAULTS.items():
+        flag = getattr(a, _SWEEP_FLAGS.get(key, key), None)
+        if flag is not None and flag != []:
+            out[key] = flag
+        elif key in doc:
+            out[key] = doc[key]
+            if key in _SWEEP_PATHS and isinstance(doc[key], str) and not os.path.isabs(doc[key]):
+                out[key] = os.path.join(base, doc[key])  # relative to the TOML file
+        else:
+            out[key] = default
+    cfg = dict(doc.get("config", {}))
+    for key in _SWEEP_CONFIG:
+        flag = getattr(a, key, None)
+        if flag is not None and flag is not False:
+            cfg[key] = flag
+    out["_base"] = base
+    if out["model"] is None:
+        raise SystemExit("jaxcert sweep: no model: give --model or 'model = ...' in the TOML file")
+    if out["db"] is None:
+        raise SystemExit("jaxcert sweep: no store: give --db or 'db = ...' in the TOML file")
+    return out, cfg
+
+
+def _listed(x: Any, kind: Any) -> list[Any]:
+    """A TOML list or a comma-separated string, as a list of ``kind``."""
+    items = x if isinstance(x, (list, tuple)) else str(x).split(",")
+    return [kind(v.strip()) if isinstance(v, str) else kind(v) for v in items if not (isinstance(v, str)
+                                                                                     and not v.strip())]
+
+
+def _sweep_attacks(x: Any, n_steps: int, alpha_ratio: float | None) -> tuple:
+    """Attack specs from names (``"fgsm,ifgsm,pgd"`` or a list) or TOML tables ``{name, n_steps, alpha_ratio}``."""
+    from jaxcert.attacks import AttackSpec
+
+    specs = []
+    for item in (x if isinstance(x, list) else _listed(x, str)):
+        if isinstance(item, dict):
+            extra = set(item) - {"name", "n_steps", "alpha_ratio"}
+            if extra or "name" not in item:
+                raise SystemExit(f"jaxcert sweep: an attack table needs 'name' and may set n_steps, alpha_ratio; "
+                                 f"got {sorted(item)}")
+            name = item["name"]
+            specs.append(AttackSpec(name, int(item.get("n_steps", 1 if name == "fgsm" else n_steps)),
+                                    item.get("alpha_ratio")))
+        else:
+            name = str(item).strip()
+            specs.append(AttackSpec(name, 1 if name == "fgsm" else n_steps, alpha_ratio if name == "pgd" else None))
+    return tuple(specs)
+
+
 def cmd_sweep(a: argparse.Namespace) -> int:
-    dtype = _set_dtype(a.dtype)
-    from jaxcert.attacks import AttackSpec, PipelineConfig, crystals
-    from jaxcert.attacks.sweep import Store, sweep
+    """``jaxcert sweep [sweep.toml] [flags]``: resumable sweep into an SQLite store (+ NPZ arrays, export, plots)."""
+    st, cfg_kw = _sweep_settings(a)
+    dtype = _set_dtype(st["dtype"])
+    import os
+
+    from jaxcert.attacks import PipelineConfig, crystals
+    from jaxcert.attacks.sweep import Store, sweep, text_progress
     from jaxcert.structure import Structure
 
-    model = load_model(a.model, a.defect)
-    labels = crystals.resolve(a.structures)
+    model = load_model(st["model"], _listed(st["defect"], str))
+    spec = ",".join(st["structures"]) if isinstance(st["structures"], list) else st["structures"]
     known = crystals.table()
     structures = {}
-    for lab in labels:
-        atoms = crystals.build(lab) if lab in known else _attack_structure(lab, 0.0, 0)
+    for lab in crystals.resolve(spec):
+        near_toml = os.path.join(st["_base"], lab)  # structure files are found next to the TOML file too
+        path = near_toml if lab not in known and not os.path.exists(lab) and os.path.exists(near_toml) else lab
+        atoms = crystals.build(lab) if lab in known else _attack_structure(path, 0.0, 0)
         structures[lab] = Structure.from_ase(atoms, dtype=dtype)
-    specs = tuple(AttackSpec(n.strip(), 1 if n.strip() == "fgsm" else a.n_steps) for n in a.attack.split(","))
-    cfg = PipelineConfig(fmax=a.fmax, max_steps=a.max_steps, optimizer=a.optimizer, relative=a.relative)
-    store = Store(a.db)
-    counts = sweep(model, structures, [float(x) for x in a.eps.split(",")], [int(x) for x in a.seed.split(",")],
-                   attacks=specs, cfg=cfg, store=store, chunk=a.chunk, max_chunks=a.max_chunks, progress=print)
-    print(f"{a.db}: {counts}")
-    if a.json:
+    specs = _sweep_attacks(st["attacks"], int(st["n_steps"]), st["alpha_ratio"])
+    cfg = PipelineConfig(**cfg_kw)
+    store = Store(st["db"])
+    try:
+        counts = sweep(model, structures, _listed(st["epsilons"], float), _listed(st["seeds"], int), attacks=specs,
+                       cfg=cfg, store=store, chunk=int(st["chunk"]), max_chunks=st["max_chunks"],
+                       progress=None if st["quiet"] else text_progress(), executor=st["executor"],
+                       scheduler=st["scheduler"])
+    except ImportError as err:
+        raise SystemExit(f"jaxcert sweep: {err}") from None
+    print(f"{st['db']}: {counts}")
+    if st["export"]:
+        try:
+            n = store.export(st["export"])
+        except ImportError as err:
+            raise SystemExit(f"jaxcert sweep: {err}") from None
+        print(f"wrote {n} rows to {st['export']}")
+    if st["plots"]:
+        files = _plot_rows(store.rows(), st["plots"], st["contour"])
+        print(f"wrote {len(files)} files to {st['plots']}")
+    if st["json"]:
         from jaxcert.report import to_jsonable
 
-        with open(a.json, "w") as fh:
-            json.dump(to_jsonable({"schema": "jaxcert-sweep/1", "counts": counts, "runs": store.rows()}), fh,
-                      indent=2, allow_nan=False)
-        print(f"wrote {a.json}")
+        with open(st["json"], "w") as fh:
+            json.dump(to_jsonable({"schema": "jaxcert-sweep/1", "counts": counts, "config": vars(cfg),
+                                   "structures": list(structures), "runs": store.rows()}), fh, indent=2,
+                      allow_nan=False)
+        print(f"wrote {st['json']}")
+    return 0
+
+
+def _plot_rows(rows: list, out: str, contour: str | None) -> list:
+    from jaxcert.attacks import plots
+
+    doc = None
+    if contour:
+        with open(contour) as fh:
+            doc = json.load(fh)
+        doc = doc if isinstance(doc, list) else [doc]
+    return plots.write_plots(rows, out, contour=doc)
+
+
+def cmd_plot_sweep(a: argparse.Namespace) -> int:
+    """``jaxcert plot-sweep DB --out DIR``: metric-vs-ε figures of a sweep store."""
+    import os
+
+    from jaxcert.attacks.sweep import Store
+
+    if not os.path.exists(a.db):
+        raise SystemExit(f"jaxcert plot-sweep: no such store: {a.db!r}")
+    where = {k: v for k, v in (("model", a.model), ("dtype", a.dtype)) if v}
+    rows = Store(a.db).rows(**where)
+    if not rows:
+        raise SystemExit(f"jaxcert plot-sweep: {a.db} has no finished runs" + (f" for {where}" if where else ""))
+    files = _plot_rows(rows, a.out, a.contour)
+    print(f"wrote {len(files)} files to {a.out}")
     return 0
 
 
@@ -293,24 +439,48 @@ def build_parser() -> argparse.ArgumentParser:
     at.add_argument("--rattle", type=float, default=0.0, help="Gaussian rattle of the input in A (default 0)")
     at.add_argument("--rattle-seed", type=int, default=0)
     at.set_defaults(fn=cmd_attack)
-    sw = sub.add_parser("sweep", help="resumable relax-attack-relax sweep into an SQLite store")
-    model_args(sw)
-    sw.add_argument("--structures", default="mp2d", help="comma-separated set names (mp2d: the 20 rebuilt crystals "
-                    "of the study's 2D set; sei: the 20 Li-C-O-H-P-F stand-ins; all: both), crystal labels, element "
-                    "symbols or files (default mp2d)")
-    sw.add_argument("--attack", default="fgsm,ifgsm,pgd")
-    sw.add_argument("--eps", default="0.001,0.002,0.003,0.004,0.005,0.01,0.02,0.03,0.04,0.05,0.1,0.2,0.3,0.4,0.5,"
-                    "1,2,3,4,5,10", help="epsilon grid in A (default: the experiment's 21 values)")
-    sw.add_argument("--relative", action="store_true", help="--eps are fractions of the minimum lattice length")
-    sw.add_argument("--seed", default="42,43,44,45,46")
-    sw.add_argument("--n-steps", type=int, default=10)
-    sw.add_argument("--fmax", type=float, default=0.01)
-    sw.add_argument("--max-steps", type=int, default=300)
-    sw.add_argument("--optimizer", default="fire", choices=["fire", "bfgs"])
-    sw.add_argument("--db", required=True, help="SQLite file (created or resumed)")
-    sw.add_argument("--chunk", type=int, default=4, help="structures per vmapped program")
-    sw.add_argument("--max-chunks", type=int, default=None, help="stop after this many chunks (rerun to resume)")
+    sw = sub.add_parser("sweep", help="resumable relax-attack-relax sweep into an SQLite store",
+                        description="Settings come from the flags, else from the optional TOML file (keys: "
+                        + ", ".join(sorted(_SWEEP_DEFAULTS)) + "; a [config] table with " + ", ".join(_SWEEP_CONFIG)
+                        + "), else from the defaults shown.")
+    sw.add_argument("config", nargs="?", help="optional sweep.toml describing the grid (see description)")
+    sw.add_argument("--model", help="registered name (see `jaxcert models`), module:attr, or a bridged model")
+    sw.add_argument("--defect", action="append", default=[], metavar="NAME=STRENGTH", help="wrap the model in a defect")
+    sw.add_argument("--dtype", help="float64 (default) or float32")
+    sw.add_argument("--json", help="write the JSON report here")
+    sw.add_argument("--structures", help="comma-separated set names (mp2d: the 20 rebuilt crystals of the study's 2D "
+                    "set; sei: the 20 Li-C-O-H-P-F stand-ins; all: both), crystal labels, element symbols or files "
+                    "(default mp2d)")
+    sw.add_argument("--attack", help="comma-separated fgsm, ifgsm, pgd (default all three)")
+    sw.add_argument("--eps", help="epsilon grid in A (default: the experiment's 21 values)")
+    sw.add_argument("--relative", action="store_true", default=None,
+                    help="--eps are fractions of the minimum lattice length")
+    sw.add_argument("--seed", help="comma-separated seeds (default 42,43,44,45,46)")
+    sw.add_argument("--n-steps", type=int, help="attack steps for ifgsm/pgd (default 10)")
+    sw.add_argument("--alpha-ratio", type=float, help="pgd step alpha/eps (default 0.1)")
+    sw.add_argument("--fmax", type=float, help="relaxation threshold in eV/A (default 0.01)")
+    sw.add_argument("--max-steps", type=int, help="relaxation step limit (default 300)")
+    sw.add_argument("--optimizer", choices=["fire", "bfgs"], help="relaxation optimizer (default fire)")
+    sw.add_argument("--db", help="SQLite file (created or resumed); per-atom arrays go to <db>.arrays/")
+    sw.add_argument("--chunk", type=int, help="structures per vmapped program / dask task (default 4)")
+    sw.add_argument("--max-chunks", type=int, help="stop after this many chunks (rerun to resume)")
+    sw.add_argument("--executor", choices=["local", "dask"], help="local (default) or dask (dask.distributed: a "
+                    "LocalCluster, or --scheduler)")
+    sw.add_argument("--scheduler", metavar="ADDRESS", help="dask scheduler address, e.g. tcp://host:8786")
+    sw.add_argument("--export", metavar="PATH", help="export all rows to PATH (.csv, or .parquet with pyarrow)")
+    sw.add_argument("--plots", metavar="DIR", help="write metric-vs-epsilon figures (median, IQR) to DIR")
+    sw.add_argument("--contour", metavar="JSON", help="contour results (jaxcert.attacks.contour output, a list) for "
+                    "the baseline band in --plots")
+    sw.add_argument("--quiet", action="store_true", default=None, help="no progress bar")
     sw.set_defaults(fn=cmd_sweep)
+    ps = sub.add_parser("plot-sweep", help="metric-vs-epsilon figures (median, IQR, contour band) of a sweep store")
+    ps.add_argument("db", help="the sweep's SQLite file")
+    ps.add_argument("--out", required=True, help="output directory")
+    ps.add_argument("--model", help="only rows of this model")
+    ps.add_argument("--dtype", help="only rows of this dtype (float32 or float64)")
+    ps.add_argument("--contour", metavar="JSON", help="contour results (a JSON list of jaxcert.attacks.contour "
+                    "outputs) for the baseline band")
+    ps.set_defaults(fn=cmd_plot_sweep)
     return p
 
 

@@ -57,7 +57,7 @@ def chgnet(version: str = "0.3.0", precision: str | None = None, hvp: str = "exa
     ``precision``: "float32", "float64" or None (follow the JAX dtype of each call).
     ``hvp``: "exact" (double backward) or "fd" (central differences of exact forces).
     """
-    from jaxcert_bridges.chgnet import CHGNetPotential
+    from jaxcert_bridges.chgnet_potential import CHGNetPotential
     from jaxcert_bridges.torch_bridge import TorchBackend
 
     pot = CHGNetPotential(version)
@@ -68,7 +68,7 @@ def chgnet(version: str = "0.3.0", precision: str | None = None, hvp: str = "exa
 def sevennet(model: str = "7net-0", modal: str | None = None, precision: str | None = None, hvp: str = "exact",
              max_batch: int = 64):
     """SevenNet ("7net-0", "7net-mf-0" with ``modal`` "PBE"/"R2SCAN", "7net-l3i5"; or a checkpoint path)."""
-    from jaxcert_bridges.sevennet import SevenNetPotential
+    from jaxcert_bridges.sevennet_potential import SevenNetPotential
     from jaxcert_bridges.torch_bridge import TorchBackend
 
     pot = SevenNetPotential(model, modal=modal)
@@ -133,7 +133,7 @@ def load(spec: str):
         if not mod or not attr:
             raise ValueError(f"--model ase:module:attr expected, got {spec!r}")
         obj = getattr(importlib.import_module(mod), attr)
-        calc = obj() if callable(obj) and not hasattr(obj, "get_potential_energy") else obj
+        calc = obj if hasattr(obj, "calculate") and not isinstance(obj, type) else obj()  # instance or factory
         return from_ase_calculator(calc, name=f"ase:{mod}:{attr}")
     raise ValueError(f"unknown bridged model {spec!r}; use chgnet, sevennet[:name[:modal]], mace:PATH, orb:PATH, "
                      "fairchem:PATH or ase:module:attr")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import warnings
 from typing import Any
 
 import torch
@@ -81,9 +82,11 @@ class CHGNetPotential:
         from chgnet.model.model import BatchedGraph
 
         model = self._model(dt)
-        graphs = [self._graph(model, s, R, h, dt) for s, R, h in zip(systems, positions, cells, strict=True)]
-        bg = BatchedGraph.from_graphs(graphs, bond_basis_expansion=model.bond_basis_expansion,
-                                      angle_basis_expansion=model.angle_basis_expansion, compute_stress=False)
+        with warnings.catch_warnings():  # CHGNet copies volumes with torch.tensor(tensor): harmless, noisy
+            warnings.simplefilter("ignore", UserWarning)
+            graphs = [self._graph(model, s, R, h, dt) for s, R, h in zip(systems, positions, cells, strict=True)]
+            bg = BatchedGraph.from_graphs(graphs, bond_basis_expansion=model.bond_basis_expansion,
+                                          angle_basis_expansion=model.angle_basis_expansion, compute_stress=False)
         e = model._compute(bg, compute_force=False, compute_stress=False)["e"]
         comp = model.composition_model(graphs).detach().to(dt) if model.composition_model is not None else 0.0
         e = e + comp

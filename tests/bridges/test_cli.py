@@ -1,0 +1,48 @@
+"""`jaxcert certify|lambda|attack --model <bridged>` through the CLI."""
+
+import json
+
+import pytest
+
+pytest.importorskip("jaxcert_bridges")
+
+from jaxcert.cli import load_model, main  # noqa: E402
+
+
+def test_ase_calculator_from_the_shell(tmp_path):
+    out = tmp_path / "r.json"
+    assert main(["certify", "--model", "ase:ase.calculators.emt:EMT", "--elements", "Cu", "--probes",
+                 "equivariance,stress_consistency", "--json", str(out), "--quiet"]) == 0
+    rep = json.loads(out.read_text())
+    assert rep["model"]["name"] == "ase:ase.calculators.emt:EMT"
+    assert [p["status"] for p in rep["probes"]] == ["ok", "ok"]
+    assert rep["model"]["hvp"] == "finite differences"
+
+
+def test_lambda_on_a_bridged_model(tmp_path):
+    """ASE's EMT has no sulfur: SO2 is recorded as skipped, the other nine get an FD-accurate λ."""
+    out = tmp_path / "l.json"
+    assert main(["lambda", "--model", "ase:ase.calculators.emt:EMT", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert "SO2" in doc["skipped"] and "could not evaluate" in doc["skipped"]["SO2"]
+    lam = {k: v for k, v in doc["lambda"].items() if v is not None}
+    assert len(lam) == 9 and max(lam.values()) < 1e-4  # symmetric up to finite-difference error
+
+
+@pytest.mark.parametrize("spec, name", [("chgnet", "chgnet-0.3.0"), ("chgnet@float64,fd", "chgnet-0.3.0"),
+                                        ("sevennet:7net-mf-0:PBE", "sevennet-7net-mf-0-PBE")])
+def test_specs_resolve(spec, name):
+    pytest.importorskip("chgnet")
+    pytest.importorskip("sevenn")
+    m = load_model(spec)
+    assert m.name == name
+    info = dict(m.info)
+    if "@" in spec:
+        assert info["hvp_path"] == "fd" and info["hvp"] == "finite differences"
+
+
+def test_bad_spec_is_clear():
+    with pytest.raises(ValueError, match="unknown option"):
+        load_model("chgnet@float16")
+    with pytest.raises(FileNotFoundError, match="nothing is downloaded"):
+        load_model("mace:/no/such/file.model")
