@@ -144,7 +144,20 @@ class Report:
             "sub_scores": sub,
             "gates": gates,
             "per_element_overall": per_el,
+            **self._host_totals(),
         }
+
+    def _host_totals(self) -> dict[str, Any]:
+        """Host-side model evaluations over all probes (bridged models only; see ``host_evaluations``)."""
+        per = [o.host_evals for o in self.outcomes if getattr(o, "host_evals", None) is not None]
+        if not per:
+            return {}
+        tot: dict[str, int] = {}
+        for d in per:
+            for k, v in d.items():
+                tot[k] = tot.get(k, 0) + int(v)
+        tot["model_evaluations"] = tot.get("energy", 0) + tot.get("gradient", 0) + tot.get("fd_gradient", 0)
+        return {"host_evaluations": tot}
 
     def to_dict(self) -> dict[str, Any]:
         probes = []
@@ -161,6 +174,7 @@ class Report:
             probes.append({
                 "name": o.name, "target": o.target, "defect": s["defect"], "score": s["score"], "gate": s["gate"],
                 "n_evals": s["n_evals"], "status": s["status"], "wall_s": o.wall_s, "message": o.message,
+                **({"host_evaluations": o.host_evals} if getattr(o, "host_evals", None) is not None else {}),
                 "details": {"per_element_score": {el: o.score[k] for k, el in enumerate(o.elements)},
                             "per_element_defect": {el: o.defect[k] for k, el in enumerate(o.elements)}},
                 "per_element": per,
@@ -206,6 +220,11 @@ class Report:
             f"overall {a['overall']:.4f} ({a['method']}) · gates {a['gates_passed']}/{a['gates_total']} · "
             f"{a['n_evals']} model evaluations · {self.wall_s:.1f} s"
         )
+        if "host_evaluations" in a:
+            h = a["host_evaluations"]
+            lines.append(f"host model: {h['model_evaluations']} geometry evaluations in {h.get('calls', 0)} calls, "
+                         f"{h.get('hvp', 0)} H·v products ({h.get('double_backward', 0)} double backward, "
+                         f"{h.get('fd_gradient', 0)} finite-difference gradients)")
         if len(self.elements) > 1:
             lines.append(f"averaged over elements: {', '.join(self.elements)}")
         for o in self.outcomes:

@@ -91,6 +91,7 @@ class ProbeOutcome:
     details: list[dict[str, Any]]  # per element
     message: str | None = None  # skip reason or error
     wall_s: float = 0.0
+    host_evals: dict[str, int] | None = None  # host-side model calls of a bridged model during this probe
 
     def summary(self) -> dict[str, Any]:
         sc = self.score[np.isfinite(self.score)]
@@ -211,6 +212,8 @@ def certify(
 
     shared: dict[str, Any] = {}
     outcomes: list[ProbeOutcome] = []
+    # a bridged (host) model counts its evaluations: record them per probe
+    counter = getattr(getattr(model.energy_fn, "backend", None), "counts", None)
     last = 0.0
     for idx, name in enumerate(names):
         if progress is not None:
@@ -218,6 +221,7 @@ def certify(
         spec = PROBES[name]
         cfg = configs.get(name, spec.config())
         t0 = time.perf_counter()
+        before = dict(counter) if counter is not None else {}
         try:
             batch = batch_for(spec.substrate)
             n = len(elements)
@@ -246,6 +250,8 @@ def certify(
                 outcome = _skipped(name, spec, elements, msg, status="error")
                 outcome.details[0]["traceback"] = traceback.format_exc()[-2000:]
         outcome.wall_s = time.perf_counter() - t0
+        if counter is not None:
+            outcome.host_evals = {k: int(v - before.get(k, 0)) for k, v in counter.items() if v - before.get(k, 0)}
         last = outcome.wall_s
         outcomes.append(outcome)
     if progress is not None:
