@@ -359,7 +359,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     return 0
 
 
-def _plot_rows(rows: list, out: str, contour: str | None) -> list:
+def _plot_rows(rows: list, out: str, contour: str | None, metrics: str | None = None) -> list:
     from jaxcert.attacks import plots
 
     doc = None
@@ -367,7 +367,8 @@ def _plot_rows(rows: list, out: str, contour: str | None) -> list:
         with open(contour) as fh:
             doc = json.load(fh)
         doc = doc if isinstance(doc, list) else [doc]
-    return plots.write_plots(rows, out, contour=doc)
+    chosen = plots.PLOT_METRICS if not metrics else tuple(_listed(metrics, str))
+    return plots.write_plots(rows, out, metrics=chosen, contour=doc)
 
 
 def cmd_plot_sweep(a: argparse.Namespace) -> int:
@@ -382,7 +383,7 @@ def cmd_plot_sweep(a: argparse.Namespace) -> int:
     rows = Store(a.db).rows(**where)
     if not rows:
         raise SystemExit(f"jaxcert plot-sweep: {a.db} has no finished runs" + (f" for {where}" if where else ""))
-    files = _plot_rows(rows, a.out, a.contour)
+    files = _plot_rows(rows, a.out, a.contour, a.metrics)
     print(f"wrote {len(files)} files to {a.out}")
     return 0
 
@@ -480,6 +481,8 @@ def build_parser() -> argparse.ArgumentParser:
     ps.add_argument("--dtype", help="only rows of this dtype (float32 or float64)")
     ps.add_argument("--contour", metavar="JSON", help="contour results (a JSON list of jaxcert.attacks.contour "
                     "outputs) for the baseline band")
+    ps.add_argument("--metrics", help="comma-separated metrics, e.g. post_relaxation.max_displacement,steps_after "
+                    "(default: jaxcert.attacks.plots.PLOT_METRICS)")
     ps.set_defaults(fn=cmd_plot_sweep)
     return p
 
