@@ -12,7 +12,8 @@ Modules: :mod:`~jaxcert.attacks.attacks` (update rules), :mod:`~jaxcert.attacks.
 (ATTACKS.md §3 on the host), :mod:`~jaxcert.attacks.crystals` (the 20 crystals of §5, rebuilt from published
 data; structure sets; supercells), :mod:`~jaxcert.attacks.sei` (20 Li–C–O–H–P–F crystals standing in for the
 private LiCOHPF set), :mod:`~jaxcert.attacks.contour` (the §4 baseline), :mod:`~jaxcert.attacks.sweep`
-(resumable SQLite store).
+(resumable SQLite store, NPZ arrays, CSV/Parquet export, local or dask executor), :mod:`~jaxcert.attacks.plots`
+(metric vs ε: median, IQR, contour band).
 """
 
 from jaxcert.attacks import losses
