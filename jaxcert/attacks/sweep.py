@@ -274,9 +274,16 @@ def _structure(x: Any, dtype: Any):
 
 def _run_chunk(model: Any, job: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, dict[str, np.ndarray]]]:
     """Compute one chunk (in this process or on a dask worker): metric rows and per-atom arrays of its runs."""
+    import jax
+
     from jaxcert.attacks.metrics import run_metrics
 
+    if job["dtype"] == "float64":  # a fresh dask worker process starts without x64 and would silently use float32
+        jax.config.update("jax_enable_x64", True)
     g = run_grid(model, job["structures"], job["epsilons"], job["seeds"], attacks=job["attacks"], cfg=job["cfg"])
+    got = str(np.asarray(g.reference.structure.positions).dtype)
+    if got != job["dtype"]:
+        raise RuntimeError(f"sweep chunk computed in {got}, requested {job['dtype']}")
     rows, arrays = [], {}
     ref_pos = np.asarray(g.reference.structure.positions, np.float64)
     ref_F = np.asarray(g.reference.forces, np.float64)
@@ -377,7 +384,7 @@ def sweep(model, structures: Mapping[str, Any], epsilons: Sequence[float], seeds
                             "seed": seeds[k], "config_hash": chash, "version": __version__, "dtype": dt}})
         jobs.append({"labels": labels, "structures": [objs[lab] for lab in labels], "epsilons": [eps[i] for i in e_idx],
                      "seeds": [seeds[i] for i in k_idx], "attacks": [attacks[i] for i in a_idx], "cfg": cfg,
-                     "tasks": tasks, "with_arrays": store.arrays_dir is not None})
+                     "tasks": tasks, "with_arrays": store.arrays_dir is not None, "dtype": dt})
     if max_chunks is not None:
         jobs = jobs[: max(0, max_chunks)]
     state = {"computed": 0, "chunks": 0, "t0": time.perf_counter()}
