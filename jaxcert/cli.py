@@ -489,6 +489,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from jaxcert.cache import enable_compilation_cache
+
+    enable_compilation_cache()  # compiled probe programs are reused by the next run ($JAXCERT_CACHE_DIR=off: never)
     try:
         return args.fn(args)
     except (KeyError, ValueError) as err:
