@@ -30,11 +30,11 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-import jaxcert  # noqa: E402
 import jaxcert_bridges as jb  # noqa: E402
-from jaxcert.report import machine, to_jsonable  # noqa: E402
-
 from certify import fd_configs  # noqa: E402  (benchmarks/certify.py: every probe's engine set to FD)
+
+import jaxcert  # noqa: E402
+from jaxcert.report import machine, to_jsonable  # noqa: E402
 
 
 def one(spec: str, elements: str, configs=None) -> dict:

@@ -11,6 +11,10 @@ jaxcert's ``n_evals`` next to the reference implementation's call counts
 (PROBES.md §4.15), and the reference's published wall times on this machine
 class (ENVIRONMENT.md: ≈556 s for LJ on the ten elements, ≈21 s for EMT on Cu).
 
+Also times two whole ``jaxcert certify`` processes (imports included) with a
+fresh persistent compilation cache: the first fills it, the second loads the
+compiled programs (:mod:`jaxcert.cache`; what a user sees on a second run).
+
 Writes ``benchmarks/results/certify.json`` with the machine description.
 Usage: ``python benchmarks/certify.py [--skip-fd] [--cases lj10,emt_cu]``.
 """
@@ -73,6 +77,23 @@ def run(model, elements, configs=None) -> dict:
     }
 
 
+def cli_runs(mname: str, els: list[str]) -> dict:
+    """Whole ``jaxcert certify`` processes (imports included): an empty persistent cache, then a warm one."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    env = dict(os.environ, JAXCERT_CACHE_DIR=tempfile.mkdtemp(prefix="jaxcert-bench-xla-"))
+    cmd = [sys.executable, "-m", "jaxcert.cli", "certify", "--model", mname, "--elements", ",".join(els), "--quiet"]
+    out = {}
+    for label in ("cli_empty_cache_s", "cli_cached_s"):
+        t = time.perf_counter()
+        subprocess.run(cmd, env=env, check=True, capture_output=True)
+        out[label] = time.perf_counter() - t
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default=",".join(CASES))
@@ -84,6 +105,7 @@ def main() -> None:
         mname, els = CASES[case]
         model = jaxcert.models.get(mname)
         r = {"model": mname, "elements": els}
+        r.update(cli_runs(mname, els))
         r["exact_cold"] = run(model, els)
         r["exact_warm"] = run(model, els)
         if not a.skip_fd:
@@ -94,6 +116,7 @@ def main() -> None:
         r["reference_wall_s"] = ref
         r["speedup_vs_reference_cold"] = ref / r["exact_cold"]["wall_s"]
         r["speedup_vs_reference_warm"] = ref / r["exact_warm"]["wall_s"]
+        r["speedup_vs_reference_cli_cached"] = ref / r["cli_cached_s"]
         if not a.skip_fd:
             r["fd_over_exact_cold"] = r["fd_cold"]["wall_s"] / r["exact_cold"]["wall_s"]
             r["fd_over_exact_warm"] = r["fd_warm"]["wall_s"] / r["exact_warm"]["wall_s"]
@@ -106,6 +129,7 @@ def main() -> None:
             print(f"fd   : cold {r['fd_cold']['wall_s']:.1f} s, warm {r['fd_warm']['wall_s']:.1f} s, "
                   f"overall {r['fd_cold']['overall']:.4f}, gates {r['fd_cold']['gates']}  "
                   f"(fd/exact cold {r['fd_over_exact_cold']:.2f}x, warm {r['fd_over_exact_warm']:.2f}x)")
+        print(f"CLI process: empty cache {r['cli_empty_cache_s']:.1f} s, persistent cache {r['cli_cached_s']:.1f} s")
         print(f"reference (pescert, ENVIRONMENT.md): {ref:.0f} s -> speed-up "
               f"cold {r['speedup_vs_reference_cold']:.1f}x, warm {r['speedup_vs_reference_warm']:.1f}x")
         print(f"{'probe':20s} {'cold s':>8s} {'warm s':>8s} {'score':>7s} {'n_evals/el':>10s} {'ref calls/el':>12s}")
