@@ -65,18 +65,22 @@ def main() -> None:
     a = ap.parse_args()
     exact = one(a.model, a.elements)
     fd = one(a.model, a.elements, configs=fd_configs())
-    print(f"{'probe':<20} {'exact defect':>13} {'fd defect':>13} {'gate ex/fd':>11} {'t exact':>8} {'t fd':>8}")
-    for name, pe in exact["probes"].items():
-        pf = fd["probes"][name]
-        print(f"{name:<20} {pe['defect']:>13.3e} {pf['defect']:>13.3e} {str(pe['gate']):>5}/{str(pf['gate']):<5} "
-              f"{pe['wall_s']:>8.1f} {pf['wall_s']:>8.1f}")
     ratio = exact["wall_s"] / fd["wall_s"]
-    print(f"\nwall: exact {exact['wall_s']:.1f} s, fd {fd['wall_s']:.1f} s, exact/fd = {ratio:.2f}")
-    print(f"model evaluations: exact {exact['model_evaluations']}, fd {fd['model_evaluations']}; "
-          f"torch calls: exact {exact['host_counts'].get('calls')}, fd {fd['host_counts'].get('calls')}")
     doc = {"schema": "jaxcert-bench-bridges/1", "model": a.model, "elements": a.elements, "seed": 0,
            "dtype": "float64", "exact": exact, "fd": fd, "exact_over_fd_wall": ratio, "machine": machine()}
     pathlib.Path(a.out).write_text(json.dumps(to_jsonable(doc), indent=2, allow_nan=False))
+
+    def fmt(x):
+        return f"{x:.3e}" if isinstance(x, float) else str(x)
+
+    print(f"{'probe':<20} {'exact defect':>13} {'fd defect':>13} {'gate ex/fd':>11} {'t exact':>8} {'t fd':>8}")
+    for name, pe in exact["probes"].items():
+        pf = fd["probes"][name]
+        print(f"{name:<20} {fmt(pe['defect']):>13} {fmt(pf['defect']):>13} {str(pe['gate']):>5}/{str(pf['gate']):<5} "
+              f"{pe['wall_s']:>8.1f} {pf['wall_s']:>8.1f}")
+    print(f"\nwall: exact {exact['wall_s']:.1f} s, fd {fd['wall_s']:.1f} s, exact/fd = {ratio:.2f}")
+    print(f"model evaluations: exact {exact['model_evaluations']}, fd {fd['model_evaluations']}; "
+          f"torch calls: exact {exact['host_counts'].get('calls')}, fd {fd['host_counts'].get('calls')}")
     print(f"wrote {a.out}")
 
 
