@@ -97,37 +97,29 @@ def from_ase_calculator(calc: Any, precision: str | None = None, name: str | Non
 
 
 # ----------------------------------------------------------------------------- out
-try:
-    from ase.calculators.calculator import Calculator, all_changes
-except ImportError:  # pragma: no cover - ase is a core dependency
-    Calculator, all_changes = object, ()
+from jaxcert.attacks.contour import ModelCalculator as _EnergyForcesCalculator  # noqa: E402
 
 
-class ModelCalculator(Calculator):
-    """ASE calculator for a :class:`jaxcert.Model`: energy (eV), forces (eV/Å), stress (eV/Å³, ASE sign)."""
+class ModelCalculator(_EnergyForcesCalculator):
+    """ASE calculator for a :class:`jaxcert.Model`: jaxcert's energy/forces calculator plus stress (eV/Å³, ASE sign)."""
 
     implemented_properties = ["energy", "free_energy", "forces", "stress"]
 
     def __init__(self, model: Model, dtype: Any = None, **kw: Any):
-        super().__init__(**kw)
-        self.model = model
-        self.dtype = dtype
-
-    def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
         import jax.numpy as jnp
+
+        super().__init__(model, dtype=dtype if dtype is not None else jnp.zeros(()).dtype, **kw)
+
+    def calculate(self, atoms=None, properties=("energy",), system_changes=None):
+        from ase.calculators.calculator import PropertyNotImplementedError, all_changes
 
         from jaxcert.structure import Structure
 
-        super().calculate(atoms, properties, system_changes)
-        dt = self.dtype if self.dtype is not None else jnp.zeros(()).dtype
-        s = Structure.from_ase(self.atoms, dtype=dt, min_distance=None)
-        E, F = self.model.energy_and_forces(s)
-        self.results = {"energy": float(E), "free_energy": float(E), "forces": np.asarray(F, np.float64)}
+        super().calculate(atoms, properties, all_changes if system_changes is None else system_changes)
         if "stress" in properties:
             if not all(self.atoms.pbc):
-                from ase.calculators.calculator import PropertyNotImplementedError
-
                 raise PropertyNotImplementedError("stress needs a fully periodic cell")
+            s = Structure.from_ase(self.atoms, dtype=self.dtype, min_distance=None)
             self.results["stress"] = np.asarray(self.model.stress_voigt(s), np.float64)
 
 
