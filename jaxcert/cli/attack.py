@@ -1,145 +1,15 @@
-"""Command line: ``jaxcert certify | lambda | models | substrates``.
-
-Examples::
-
-    jaxcert certify --model lj --elements Li,Be,B,C,Na,Mg,Al,Si,P,S --json r.json --html r.html
-    jaxcert certify --model emt --elements Cu
-    jaxcert certify --model mypkg.potential:model --elements Si       # your own jaxcert.Model
-    jaxcert certify --model lj --defect curl=1.0 --elements Si        # a deliberately broken model
-    jaxcert lambda --model lj --json l.json [--fd]
-    jaxcert models
-    jaxcert substrates --element Si --out substrates/
-"""
+"""``jaxcert attack``, ``jaxcert sweep`` and ``jaxcert plot-sweep`` (relax → attack → relax; docs/attacks.md)."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
-import sys
 from typing import Any
 
-__all__ = ["main", "load_model"]
+from jaxcert.cli._common import load_model, model_args, set_dtype
+from jaxcert.inputs import InputError
 
-BRIDGED = ("chgnet", "sevennet", "mace", "orb", "fairchem", "ase")
-
-
-def _set_dtype(name: str) -> Any:
-    import jax
-
-    if name not in ("float32", "float64"):
-        raise SystemExit(f"--dtype must be float32 or float64, got {name!r}")
-    if name == "float64":
-        jax.config.update("jax_enable_x64", True)
-    import jax.numpy as jnp
-
-    return jnp.float64 if name == "float64" else jnp.float32
-
-
-def load_model(spec: str, defects: list[str] | None = None):
-    """Resolve ``--model``: a registered name, ``module:attr`` (a Model or a zero-argument
-    factory returning one), or a bridged model (``chgnet``, ``sevennet:7net-0``, ``ase:module:attr``,
-    options after ``@`` such as ``chgnet@float64,fd``; needs jaxcert-bridges); then apply
-    ``--defect name=strength`` wrappers in order."""
-    from jaxcert import models
-    from jaxcert.model import Model
-
-    head = spec.split(":", 1)[0].split("@", 1)[0]
-    if spec in models.available():
-        model = models.get(spec)
-    elif head in BRIDGED:
-        try:
-            bridges = importlib.import_module("jaxcert_bridges")
-        except ImportError:
-            raise SystemExit(
-                f"--model {spec!r} needs the bridges: pip install -e bridges/ (distribution jaxcert-bridges); "
-                "see README 'Bridges'"
-            ) from None
-        model = bridges.load(spec)
-    elif ":" in spec:
-        mod, attr = spec.split(":", 1)
-        try:
-            obj = getattr(importlib.import_module(mod), attr)
-        except (ImportError, AttributeError) as err:
-            raise SystemExit(f"cannot load --model {spec!r}: {err}") from None
-        model = obj if isinstance(obj, Model) else obj()
-        if not isinstance(model, Model):
-            raise SystemExit(f"--model {spec!r} did not give a jaxcert.Model (got {type(model).__name__})")
-    else:
-        raise SystemExit(f"unknown model {spec!r}; registered: {', '.join(models.available())}; "
-                         "or give module:attr for your own jaxcert.Model")
-    for d in defects or []:
-        from jaxcert.models import defects as dmod
-
-        name, _, val = d.partition("=")
-        if name not in dmod.DEFECTS:
-            raise SystemExit(f"unknown defect {name!r}; available: {', '.join(sorted(dmod.DEFECTS))}")
-        model = dmod.DEFECTS[name](model, float(val)) if val else dmod.DEFECTS[name](model)
-    return model
-
-
-def _progress(name: str, idx: int, total: int, last: float) -> None:
-    """One status line per probe; redrawn in place on a terminal."""
-    tty = sys.stderr.isatty()
-    prev = f" (previous {last:.1f} s)" if idx else ""
-    text = f"[{total}/{total}] done{prev}" if name == "done" else f"[{idx + 1}/{total}] {name} ...{prev}"
-    if tty:
-        print("\r" + text.ljust(72), end="\n" if name == "done" else "", file=sys.stderr, flush=True)
-    else:
-        print(text, file=sys.stderr, flush=True)
-
-
-def cmd_certify(a: argparse.Namespace) -> int:
-    dtype = _set_dtype(a.dtype)
-    from jaxcert.probes.suite import certify
-
-    model = load_model(a.model, a.defect)
-    report = certify(model, a.elements, probes=a.probes or "all", seed=a.seed, dtype=dtype, agg=a.agg,
-                     progress=None if a.quiet else _progress)
-    print(report.table())
-    if a.json:
-        report.to_json(a.json)
-        print(f"wrote {a.json}")
-    if a.html:
-        report.to_html(a.html)
-        print(f"wrote {a.html}")
-    return 0
-
-
-def cmd_lambda(a: argparse.Namespace) -> int:
-    dtype = _set_dtype(a.dtype)
-    from jaxcert.lam import lam
-
-    model = load_model(a.model, a.defect)
-    res = lam(model, fd=a.fd, step=a.step, dtype=dtype)
-    print(res.table())
-    if a.json:
-        with open(a.json, "w") as fh:
-            json.dump(res.to_dict(), fh, indent=2, allow_nan=False)
-        print(f"wrote {a.json}")
-    return 0
-
-
-def cmd_models(a: argparse.Namespace) -> int:
-    from jaxcert import models
-
-    for name, desc in models.describe().items():
-        print(f"{name:<10} {desc}")
-    try:
-        from jaxcert.models import defects
-
-        print("\ndefects (--defect name=strength):", ", ".join(sorted(defects.DEFECTS)))
-    except ImportError:
-        pass
-    return 0
-
-
-def cmd_substrates(a: argparse.Namespace) -> int:
-    from jaxcert import substrates
-
-    for p in substrates.write_substrates(a.element, a.out):
-        print(p)
-    return 0
+__all__ = ["cmd_attack", "cmd_sweep", "cmd_plot_sweep", "register"]
 
 
 def _attack_structure(spec: str, rattle: float, seed: int):
@@ -156,7 +26,7 @@ def _attack_structure(spec: str, rattle: float, seed: int):
         try:
             atoms = bulk(spec)
         except (KeyError, ValueError, RuntimeError) as err:
-            raise SystemExit(f"--structure {spec!r} is neither a file nor an element ase.build.bulk knows: "
+            raise InputError(f"--structure {spec!r} is neither a file nor an element ase.build.bulk knows: "
                              f"{err}") from None
     if rattle > 0:
         atoms.rattle(rattle, seed=seed)
@@ -164,7 +34,7 @@ def _attack_structure(spec: str, rattle: float, seed: int):
 
 
 def cmd_attack(a: argparse.Namespace) -> int:
-    dtype = _set_dtype(a.dtype)
+    dtype = set_dtype(a.dtype)
     import time
 
     import numpy as np
@@ -178,7 +48,7 @@ def cmd_attack(a: argparse.Namespace) -> int:
     s = Structure.from_ase(atoms, dtype=dtype)
     names = [x.strip() for x in a.attack.split(",") if x.strip()]
     if a.alpha_ratio is not None and set(names) != {"pgd"}:
-        raise SystemExit("--alpha-ratio applies to pgd only (fgsm steps eps, ifgsm eps/n), as in the reference CLI")
+        raise InputError("--alpha-ratio applies to pgd only (fgsm steps eps, ifgsm eps/n), as in the reference CLI")
     specs = tuple(AttackSpec(n, 1 if n == "fgsm" else a.n_steps, a.alpha_ratio if n == "pgd" else None)
                   for n in names)
     eps = [float(x) for x in a.eps.split(",")]
@@ -240,23 +110,23 @@ def _sweep_settings(a: argparse.Namespace) -> tuple[dict[str, Any], dict[str, An
             try:
                 import tomli as tomllib
             except ImportError:
-                raise SystemExit("jaxcert sweep: a TOML file needs Python >= 3.11 (tomllib) or the tomli "
+                raise InputError("jaxcert sweep: a TOML file needs Python >= 3.11 (tomllib) or the tomli "
                                  "package") from None
         try:
             with open(a.config, "rb") as fh:
                 doc = tomllib.load(fh)
         except FileNotFoundError:
-            raise SystemExit(f"jaxcert sweep: no such TOML file: {a.config!r}") from None
+            raise InputError(f"jaxcert sweep: no such TOML file: {a.config!r}") from None
         except tomllib.TOMLDecodeError as err:
-            raise SystemExit(f"jaxcert sweep: {a.config}: invalid TOML: {err}") from None
+            raise InputError(f"jaxcert sweep: {a.config}: invalid TOML: {err}") from None
         base = os.path.dirname(os.path.abspath(a.config))
         unknown = set(doc) - set(_SWEEP_DEFAULTS) - {"config"}
         if unknown:
-            raise SystemExit(f"jaxcert sweep: {a.config}: unknown key(s) {sorted(unknown)}; allowed: "
+            raise InputError(f"jaxcert sweep: {a.config}: unknown key(s) {sorted(unknown)}; allowed: "
                              f"{', '.join(sorted(_SWEEP_DEFAULTS))} and a [config] table")
         bad = set(doc.get("config", {})) - set(_SWEEP_CONFIG)
         if bad:
-            raise SystemExit(f"jaxcert sweep: {a.config}: unknown [config] key(s) {sorted(bad)}; allowed: "
+            raise InputError(f"jaxcert sweep: {a.config}: unknown [config] key(s) {sorted(bad)}; allowed: "
                              f"{', '.join(_SWEEP_CONFIG)}")
     out: dict[str, Any] = {}
     for key, default in _SWEEP_DEFAULTS.items():
@@ -276,9 +146,9 @@ def _sweep_settings(a: argparse.Namespace) -> tuple[dict[str, Any], dict[str, An
             cfg[key] = flag
     out["_base"] = base
     if out["model"] is None:
-        raise SystemExit("jaxcert sweep: no model: give --model or 'model = ...' in the TOML file")
+        raise InputError("jaxcert sweep: no model: give --model or 'model = ...' in the TOML file")
     if out["db"] is None:
-        raise SystemExit("jaxcert sweep: no store: give --db or 'db = ...' in the TOML file")
+        raise InputError("jaxcert sweep: no store: give --db or 'db = ...' in the TOML file")
     return out, cfg
 
 
@@ -298,7 +168,7 @@ def _sweep_attacks(x: Any, n_steps: int, alpha_ratio: float | None) -> tuple:
         if isinstance(item, dict):
             extra = set(item) - {"name", "n_steps", "alpha_ratio"}
             if extra or "name" not in item:
-                raise SystemExit(f"jaxcert sweep: an attack table needs 'name' and may set n_steps, alpha_ratio; "
+                raise InputError(f"jaxcert sweep: an attack table needs 'name' and may set n_steps, alpha_ratio; "
                                  f"got {sorted(item)}")
             name = item["name"]
             specs.append(AttackSpec(name, int(item.get("n_steps", 1 if name == "fgsm" else n_steps)),
@@ -312,7 +182,7 @@ def _sweep_attacks(x: Any, n_steps: int, alpha_ratio: float | None) -> tuple:
 def cmd_sweep(a: argparse.Namespace) -> int:
     """``jaxcert sweep [sweep.toml] [flags]``: resumable sweep into an SQLite store (+ NPZ arrays, export, plots)."""
     st, cfg_kw = _sweep_settings(a)
-    dtype = _set_dtype(st["dtype"])
+    dtype = set_dtype(st["dtype"])
     import os
 
     from jaxcert.attacks import PipelineConfig, crystals
@@ -337,13 +207,13 @@ def cmd_sweep(a: argparse.Namespace) -> int:
                        progress=None if st["quiet"] else text_progress(), executor=st["executor"],
                        scheduler=st["scheduler"])
     except ImportError as err:
-        raise SystemExit(f"jaxcert sweep: {err}") from None
+        raise InputError(f"jaxcert sweep: {err}") from None
     print(f"{st['db']}: {counts}")
     if st["export"]:
         try:
             n = store.export(st["export"])
         except ImportError as err:
-            raise SystemExit(f"jaxcert sweep: {err}") from None
+            raise InputError(f"jaxcert sweep: {err}") from None
         print(f"wrote {n} rows to {st['export']}")
     if st["plots"]:
         files = _plot_rows(store.rows(), st["plots"], st["contour"])
@@ -378,52 +248,18 @@ def cmd_plot_sweep(a: argparse.Namespace) -> int:
     from jaxcert.attacks.sweep import Store
 
     if not os.path.exists(a.db):
-        raise SystemExit(f"jaxcert plot-sweep: no such store: {a.db!r}")
+        raise InputError(f"jaxcert plot-sweep: no such store: {a.db!r}")
     where = {k: v for k, v in (("model", a.model), ("dtype", a.dtype)) if v}
     rows = Store(a.db).rows(**where)
     if not rows:
-        raise SystemExit(f"jaxcert plot-sweep: {a.db} has no finished runs" + (f" for {where}" if where else ""))
+        raise InputError(f"jaxcert plot-sweep: {a.db} has no finished runs" + (f" for {where}" if where else ""))
     files = _plot_rows(rows, a.out, a.contour, a.metrics)
     print(f"wrote {len(files)} files to {a.out}")
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="jaxcert", description="Exact, batched certification of ML interatomic "
-                                "potentials (eV, Å, eV/Å, eV/Å³).")
-    sub = p.add_subparsers(dest="cmd", required=True)
-
-    def model_args(q):
-        q.add_argument("--model", required=True, help="registered name (see `jaxcert models`), module:attr, "
-                       "or a bridged model (chgnet, sevennet:7net-0, ase:module:attr)")
-        q.add_argument("--defect", action="append", default=[], metavar="NAME=STRENGTH",
-                       help="wrap the model in a defect (repeatable), e.g. curl=0.3")
-        q.add_argument("--dtype", default="float64", help="float64 (default) or float32")
-        q.add_argument("--json", help="write the JSON report here")
-
-    c = sub.add_parser("certify", help="run the 14 certification probes")
-    model_args(c)
-    c.add_argument("--elements", default="Ar", help="comma-separated element symbols (default Ar)")
-    c.add_argument("--probes", default=None, help="comma-separated probe names (default: all)")
-    c.add_argument("--seed", type=int, default=0)
-    c.add_argument("--agg", default="geometric", choices=["arithmetic", "geometric", "harmonic"])
-    c.add_argument("--html", help="write a self-contained HTML report with plots")
-    c.add_argument("--quiet", action="store_true", help="no progress display")
-    c.set_defaults(fn=cmd_certify)
-
-    lmb = sub.add_parser("lambda", help="conservativeness λ = ‖J_anti‖/‖J‖ on the ten seed-002 structures")
-    model_args(lmb)
-    lmb.add_argument("--fd", action="store_true", help="central finite differences instead of the exact Jacobian")
-    lmb.add_argument("--step", type=float, default=1e-3, help="FD displacement in Å (default 1e-3)")
-    lmb.set_defaults(fn=cmd_lambda)
-
-    m = sub.add_parser("models", help="list the analytic models and defects")
-    m.set_defaults(fn=cmd_models)
-
-    s = sub.add_parser("substrates", help="write an element's probe substrates as extxyz")
-    s.add_argument("--element", required=True)
-    s.add_argument("--out", required=True)
-    s.set_defaults(fn=cmd_substrates)
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add this module's subcommands to the ``jaxcert`` parser."""
     at = sub.add_parser("attack", help="relax -> adversarial attack -> relax, immediate and post-relaxation metrics")
     model_args(at)
     at.add_argument("--structure", required=True, help="element symbol (ase.build.bulk) or a structure file")
@@ -484,21 +320,3 @@ def build_parser() -> argparse.ArgumentParser:
     ps.add_argument("--metrics", help="comma-separated metrics, e.g. post_relaxation.max_displacement,steps_after "
                     "(default: jaxcert.attacks.plots.PLOT_METRICS)")
     ps.set_defaults(fn=cmd_plot_sweep)
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from jaxcert.cache import enable_compilation_cache
-
-    enable_compilation_cache()  # compiled probe programs are reused by the next run ($JAXCERT_CACHE_DIR=off: never)
-    try:
-        return args.fn(args)
-    except (KeyError, ValueError) as err:
-        msg = err.args[0] if isinstance(err, KeyError) and err.args else err
-        print(f"jaxcert: error: {msg}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,7 @@
+"""``python -m jaxcert.cli``."""
+
+import sys
+
+from jaxcert.cli import main
+
+sys.exit(main())

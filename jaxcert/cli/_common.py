@@ -1,0 +1,81 @@
+"""Shared CLI plumbing: ``--model`` resolution, ``--dtype``, the common model arguments.
+
+Argument parsing only; the work is done by the library (``docs/cli.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from typing import Any
+
+from jaxcert import inputs
+
+__all__ = ["BRIDGED", "set_dtype", "load_model", "model_args"]
+
+BRIDGED = ("chgnet", "sevennet", "mace", "orb", "fairchem", "ase")
+
+
+def set_dtype(name: str) -> Any:
+    """``--dtype``: float64 (enables x64) or float32; anything else is an :class:`InputError`."""
+    import jax
+
+    inputs.choice("--dtype", name, ("float64", "float32"))
+    if name == "float64":
+        jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+
+    return jnp.float64 if name == "float64" else jnp.float32
+
+
+def load_model(spec: str, defects: list[str] | None = None):
+    """Resolve ``--model``: a registered name, ``module:attr`` (a Model or a zero-argument
+    factory returning one), or a bridged model (``chgnet``, ``sevennet:7net-0``, ``ase:module:attr``,
+    options after ``@`` such as ``chgnet@float64,fd``; needs jaxcert-bridges); then apply
+    ``--defect name=strength`` wrappers in order."""
+    from jaxcert import models
+    from jaxcert.model import Model
+
+    head = spec.split(":", 1)[0].split("@", 1)[0]
+    if spec in models.available():
+        model = models.get(spec)
+    elif head in BRIDGED:
+        try:
+            bridges = importlib.import_module("jaxcert_bridges")
+        except ImportError:
+            raise inputs.InputError(
+                f"--model {spec!r} needs the bridges: pip install -e bridges/ (distribution jaxcert-bridges); "
+                "see README 'Bridges'"
+            ) from None
+        model = bridges.load(spec)
+    elif ":" in spec:
+        mod, attr = spec.split(":", 1)
+        try:
+            obj = getattr(importlib.import_module(mod), attr)
+        except (ImportError, AttributeError) as err:
+            raise inputs.InputError(f"cannot load --model {spec!r}: {err}") from None
+        model = obj if isinstance(obj, Model) else obj()
+        if not isinstance(model, Model):
+            raise inputs.InputError(f"--model {spec!r} did not give a jaxcert.Model (got {type(model).__name__})")
+    else:
+        raise inputs.InputError(f"unknown model {spec!r}; registered: {', '.join(models.available())}; "
+                         "or give module:attr for your own jaxcert.Model")
+    for d in defects or []:
+        from jaxcert.models import defects as dmod
+
+        name, _, val = d.partition("=")
+        if name not in dmod.DEFECTS:
+            raise inputs.InputError(f"unknown defect {name!r}; available: {', '.join(sorted(dmod.DEFECTS))}")
+        strength = inputs.finite("--defect", val) if val else None
+        model = dmod.DEFECTS[name](model, strength) if val else dmod.DEFECTS[name](model)
+    return model
+
+
+def model_args(q: argparse.ArgumentParser) -> None:
+    """--model, --defect, --dtype, --json: shared by certify, lambda and attack."""
+    q.add_argument("--model", required=True, help="registered name (see `jaxcert models`), module:attr, "
+                   "or a bridged model (chgnet, sevennet:7net-0, ase:module:attr)")
+    q.add_argument("--defect", action="append", default=[], metavar="NAME=STRENGTH",
+                   help="wrap the model in a defect (repeatable), e.g. curl=0.3")
+    q.add_argument("--dtype", default="float64", help="float64 (default) or float32")
+    q.add_argument("--json", help="write the JSON report here")

@@ -1,0 +1,40 @@
+"""``jaxcert models`` and ``jaxcert substrates``."""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["cmd_models", "cmd_substrates", "register"]
+
+
+def cmd_models(a: argparse.Namespace) -> int:
+    from jaxcert import models
+
+    for name, desc in models.describe().items():
+        print(f"{name:<10} {desc}")
+    try:
+        from jaxcert.models import defects
+
+        print("\ndefects (--defect name=strength):", ", ".join(sorted(defects.DEFECTS)))
+    except ImportError:
+        pass
+    return 0
+
+
+def cmd_substrates(a: argparse.Namespace) -> int:
+    from jaxcert import substrates
+
+    for p in substrates.write_substrates(a.element, a.out):
+        print(p)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add this module's subcommands to the ``jaxcert`` parser."""
+    m = sub.add_parser("models", help="list the analytic models and defects")
+    m.set_defaults(fn=cmd_models)
+
+    s = sub.add_parser("substrates", help="write an element's probe substrates as extxyz")
+    s.add_argument("--element", required=True)
+    s.add_argument("--out", required=True)
+    s.set_defaults(fn=cmd_substrates)
