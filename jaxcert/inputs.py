@@ -22,13 +22,19 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 __all__ = [
-    "InputError", "finite", "positive", "non_negative", "integer", "seed", "number_list", "integer_list",
+    "InputError", "UnknownName", "finite", "positive", "non_negative", "integer", "seed", "number_list", "integer_list",
     "choice", "elements", "supported_elements", "split_supported", "read_atoms", "check_atoms",
 ]
 
 
 class InputError(ValueError):
     """A user input is invalid; the message names the argument, the value and what is allowed."""
+
+
+class UnknownName(InputError, KeyError):  # noqa: N818 - an InputError that is also a failed lookup
+    """A name (probe, defect, option) that is not in its registry; also a ``KeyError``."""
+
+    __str__ = BaseException.__str__  # the message, not KeyError's quoted repr
 
 
 def _fail(name: str, value: Any, allowed: str) -> InputError:

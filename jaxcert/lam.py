@@ -28,11 +28,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcert import inputs
 from jaxcert.derivatives import EXACT, FiniteDifference
 from jaxcert.model import Model, UnsupportedElement
 from jaxcert.structure import Structure, stack
 
-__all__ = ["lambda_of_jacobian", "lam", "LambdaResult"]
+__all__ = ["lambda_of_jacobian", "lam", "LambdaResult", "LAMBDA_GATE"]
+
+#: Gate on the largest λ over the structures (``docs/cli.md``).  Conservative models sit at the
+#: floating-point floor: max λ 4.8e-8 (LJ) and 9.5e-8 (EMT) in float32, ≤ 1e-10 in float64; the curl
+#: defect gives 3.1e-4 at strength 0.01 and 1.6e-3 at 0.05 (LJ, measured with ``jaxcert lambda``).
+#: 1e-4 keeps three decades above the float32 floor and fails curl down to strength ≈ 0.01.
+LAMBDA_GATE = 1e-4
 
 
 def lambda_of_jacobian(J: jax.Array) -> jax.Array:
@@ -53,6 +60,15 @@ class LambdaResult:
     n_evals: dict[str, int]
     skipped: dict[str, str]
     wall_s: float
+    gate: float = LAMBDA_GATE
+
+    @property
+    def passed(self) -> bool:
+        """The gate: max λ over the evaluated structures ≤ ``gate``.
+
+        False when no structure could be evaluated (nothing was certified) or a λ is non-finite."""
+        vals = [v for k, v in self.per_structure.items() if k not in self.skipped]
+        return bool(vals) and all(np.isfinite(v) and v <= self.gate for v in vals)
 
     @property
     def mean(self) -> float:
@@ -70,7 +86,8 @@ class LambdaResult:
         return to_jsonable({
             "schema": "jaxcert-lambda/1", "model": self.model, "method": self.method,
             "lambda": self.per_structure, "mean": self.mean, "max": self.max, "n_evals": self.n_evals,
-            "skipped": self.skipped, "wall_time_s": self.wall_s, "machine": machine(),
+            "skipped": self.skipped, "gate_threshold": self.gate, "gate": self.passed,
+            "wall_time_s": self.wall_s, "machine": machine(),
         })
 
     def table(self) -> str:
@@ -80,14 +97,21 @@ class LambdaResult:
             val = f"skip: {self.skipped[k]}" if k in self.skipped else f"{v:.3e}"
             lines.append(f"  {k.ljust(w)}{val}")
         lines.append("")
-        lines.append(f"  mean {self.mean:.3e}   max {self.max:.3e}   ({self.wall_s:.1f} s)")
+        lines.append(f"  mean {self.mean:.3e}   max {self.max:.3e}   gate max λ <= {self.gate:g}: "
+                     f"{'PASS' if self.passed else 'FAIL'}   ({self.wall_s:.1f} s)")
         return "\n".join(lines)
 
 
 def lam(model: Model, structures: dict[str, Structure] | None = None, fd: bool = False, step: float = 1e-3,
-        dtype: Any = None) -> LambdaResult:
-    """λ on ``structures`` (default: the ten seed-002 structures); see the module docstring."""
+        dtype: Any = None, gate: float = LAMBDA_GATE) -> LambdaResult:
+    """λ on ``structures`` (default: the ten seed-002 structures); see the module docstring.
+
+    ``gate``: the largest λ allowed (:data:`LAMBDA_GATE`); ``step``: the FD displacement in Å.
+    """
     from jaxcert import substrates
+
+    step = inputs.positive("step", step, "Å", maximum=0.1)
+    gate = inputs.positive("gate", gate, maximum=1.0)
 
     t0 = time.perf_counter()
     if structures is None:
@@ -130,4 +154,4 @@ def lam(model: Model, structures: dict[str, Structure] | None = None, fd: bool =
     ordered = {n: values[n] for n in structures}
     return LambdaResult(model=model.name, method=f"fd ±{step} Å" if fd else "exact (jacfwd)",
                         per_structure=ordered, n_evals={n: evals[n] for n in structures}, skipped=skipped,
-                        wall_s=time.perf_counter() - t0)
+                        wall_s=time.perf_counter() - t0, gate=gate)

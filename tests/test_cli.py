@@ -1,8 +1,6 @@
 import json
 import sys
 
-import pytest
-
 from jaxcert.cli import main
 
 MODEL_SRC = '''
@@ -47,17 +45,23 @@ def test_user_model_from_module(tmp_path, monkeypatch):
     assert json.loads(j.read_text())["model"]["name"] == "user-harmonic"
 
 
-def test_clear_errors(monkeypatch):
-    with pytest.raises(SystemExit, match="unknown model 'nosuch'"):
-        main(["certify", "--model", "nosuch", "--elements", "Si"])
+def test_clear_errors(monkeypatch, capsys):
+    assert main(["certify", "--model", "nosuch", "--elements", "Si"]) == 2
+    assert "unknown model 'nosuch'" in capsys.readouterr().err
     monkeypatch.setitem(sys.modules, "jaxcert_bridges", None)  # as if jaxcert-bridges were not installed
-    with pytest.raises(SystemExit, match="needs the bridges"):
-        main(["certify", "--model", "chgnet", "--elements", "Si"])
+    assert main(["certify", "--model", "chgnet", "--elements", "Si"]) == 2
+    assert "needs the bridges" in capsys.readouterr().err
     assert main(["certify", "--model", "lj", "--elements", "Si", "--probes", "bogus", "--quiet"]) == 2
 
 
 def test_lambda_command_with_a_defect(tmp_path, capsys):
+    """λ's gate: the curl defect fails it (exit 1, or 0 with --no-fail-on-gate); the clean model passes."""
     j = tmp_path / "l.json"
-    assert main(["lambda", "--model", "lj", "--defect", "curl=0.5", "--json", str(j)]) == 0
+    assert main(["lambda", "--model", "lj", "--defect", "curl=0.5", "--json", str(j)]) == 1
     d = json.loads(j.read_text())
-    assert d["schema"] == "jaxcert-lambda/1" and d["mean"] > 1e-3
+    assert d["schema"] == "jaxcert-lambda/1" and d["mean"] > 1e-3 and d["gate"] is False
+    assert "λ gate failed" in capsys.readouterr().err
+    assert main(["lambda", "--model", "lj", "--defect", "curl=0.5", "--no-fail-on-gate"]) == 0
+    assert main(["lambda", "--model", "lj", "--json", str(j)]) == 0
+    d = json.loads(j.read_text())
+    assert d["gate"] is True and d["max"] <= d["gate_threshold"]

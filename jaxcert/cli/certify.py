@@ -6,54 +6,93 @@ Argument parsing only: the work is :func:`jaxcert.certify` and :func:`jaxcert.la
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
 
 from jaxcert.cli._common import load_model, model_args, set_dtype
+from jaxcert.lam import LAMBDA_GATE
 
 __all__ = ["cmd_certify", "cmd_lambda", "register"]
 
 
-def _progress(name: str, idx: int, total: int, last: float) -> None:
-    """One status line per probe; redrawn in place on a terminal."""
-    tty = sys.stderr.isatty()
-    prev = f" (previous {last:.1f} s)" if idx else ""
-    text = f"[{total}/{total}] done{prev}" if name == "done" else f"[{idx + 1}/{total}] {name} ...{prev}"
-    if tty:
-        print("\r" + text.ljust(72), end="\n" if name == "done" else "", file=sys.stderr, flush=True)
-    else:
-        print(text, file=sys.stderr, flush=True)
+def _exit_code(gates_ok: bool, a: argparse.Namespace) -> int:
+    """0 when every gate passed (or ``--no-fail-on-gate``), 1 when a gate failed."""
+    return 0 if gates_ok or a.no_fail_on_gate else 1
 
 
 def cmd_certify(a: argparse.Namespace) -> int:
+    """Validate everything, run the suite (resuming from ``--json`` with ``--resume``), report, exit 0/1."""
     dtype = set_dtype(a.dtype)
-    from jaxcert.probes.suite import certify
+    from jaxcert import inputs
+    from jaxcert.checkpoint import load_finished, write_report
+    from jaxcert.probes.suite import certify, resolve_probes
+    from jaxcert.progress import PROBE_WEIGHTS, StepProgress
 
+    seed = inputs.seed("--seed", a.seed)
+    elements = inputs.elements("--elements", a.elements)
+    names = resolve_probes(a.probes or "all", "--probes")
+    if a.resume and not a.json:
+        raise inputs.InputError("--resume: needs --json FILE (the report file is the checkpoint)")
+    for flag, path in (("--json", a.json), ("--html", a.html)):
+        folder = os.path.dirname(os.path.abspath(path)) if path else None
+        if folder and not os.path.isdir(folder):
+            raise inputs.InputError(f"{flag}: no such directory {folder!r} for {path!r}")
     model = load_model(a.model, a.defect)
-    report = certify(model, a.elements, probes=a.probes or "all", seed=a.seed, dtype=dtype, agg=a.agg,
-                     progress=None if a.quiet else _progress)
+    inputs.split_supported("--elements", model, elements, skip_unsupported=a.skip_unsupported)
+    finished = load_finished(a.json, model, elements, seed, dtype) if a.resume else []
+    kept = [o.name for o in finished if o.name in names]
+    if a.resume:
+        print(f"resuming {a.json}: {len(kept)} of {len(names)} probes finished"
+              + (f" ({', '.join(kept)})" if kept else ""), file=sys.stderr)
+    progress = None if a.quiet else StepProgress(names, PROBE_WEIGHTS, label="certify", done=kept)
+    checkpoint = (lambda rep: write_report(rep, a.json, complete=False)) if a.json else None
+    try:
+        report = certify(model, elements, probes=names, seed=seed, dtype=dtype, agg=a.agg, progress=progress,
+                         skip_unsupported=a.skip_unsupported, finished=finished, on_probe=checkpoint)
+    finally:
+        if progress is not None:
+            progress.close()
     print(report.table())
     if a.json:
-        report.to_json(a.json)
+        write_report(report, a.json, complete=True)
         print(f"wrote {a.json}")
     if a.html:
         report.to_html(a.html)
         print(f"wrote {a.html}")
-    return 0
+    agg = report.aggregate()
+    failed = [k for k, v in agg["gates"].items() if not v]
+    if failed:
+        print(f"gates failed: {', '.join(failed)}" + (" (exit 0: --no-fail-on-gate)" if a.no_fail_on_gate else
+                                                        " (exit 1)"), file=sys.stderr)
+    return _exit_code(not failed, a)
 
 
 def cmd_lambda(a: argparse.Namespace) -> int:
+    """λ on the ten seed-002 structures; exit 1 if the largest λ exceeds ``--gate``."""
     dtype = set_dtype(a.dtype)
+    from jaxcert import inputs
+    from jaxcert.checkpoint import write_json
     from jaxcert.lam import lam
 
+    step = inputs.positive("--step", a.step, "Å", maximum=0.1)
+    gate = inputs.positive("--gate", a.gate, maximum=1.0)
     model = load_model(a.model, a.defect)
-    res = lam(model, fd=a.fd, step=a.step, dtype=dtype)
+    res = lam(model, fd=a.fd, step=step, dtype=dtype, gate=gate)
     print(res.table())
     if a.json:
-        with open(a.json, "w") as fh:
-            json.dump(res.to_dict(), fh, indent=2, allow_nan=False)
+        write_json(res.to_dict(), a.json)
         print(f"wrote {a.json}")
-    return 0
+    if not res.passed:
+        why = (f"max λ {res.max:.3g} > {gate:g}" if any(k not in res.skipped for k in res.per_structure)
+               else "no structure could be evaluated")
+        print(f"λ gate failed: {why}" + (" (exit 0: --no-fail-on-gate)"
+                                                                  if a.no_fail_on_gate else " (exit 1)"),
+              file=sys.stderr)
+    return _exit_code(res.passed, a)
+
+
+def no_fail(q: argparse.ArgumentParser) -> None:
+    q.add_argument("--no-fail-on-gate", action="store_true", help="exit 0 even when a gate fails")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -62,14 +101,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     model_args(c)
     c.add_argument("--elements", default="Ar", help="comma-separated element symbols (default Ar)")
     c.add_argument("--probes", default=None, help="comma-separated probe names (default: all)")
-    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--seed", default="0", help="run seed, an integer in [0, 2^31-1] (default 0)")
     c.add_argument("--agg", default="geometric", choices=["arithmetic", "geometric", "harmonic"])
     c.add_argument("--html", help="write a self-contained HTML report with plots")
     c.add_argument("--quiet", action="store_true", help="no progress display")
+    c.add_argument("--skip-unsupported", action="store_true",
+                   help="record elements the model has no parameters for as skipped (default: exit 2)")
+    c.add_argument("--resume", action="store_true",
+                   help="keep the probes already finished in --json FILE and run only the rest (the file is "
+                   "rewritten atomically after every probe)")
+    no_fail(c)
     c.set_defaults(fn=cmd_certify)
 
     lmb = sub.add_parser("lambda", help="conservativeness λ = ‖J_anti‖/‖J‖ on the ten seed-002 structures")
     model_args(lmb)
     lmb.add_argument("--fd", action="store_true", help="central finite differences instead of the exact Jacobian")
-    lmb.add_argument("--step", type=float, default=1e-3, help="FD displacement in Å (default 1e-3)")
+    lmb.add_argument("--step", default=1e-3, help="FD displacement in Å (default 1e-3)")
+    lmb.add_argument("--gate", default=LAMBDA_GATE, help=f"fail (exit 1) when max λ exceeds this (default "
+                     f"{LAMBDA_GATE:g}; docs/cli.md)")
+    no_fail(lmb)
     lmb.set_defaults(fn=cmd_lambda)

@@ -35,10 +35,11 @@ import jax.numpy as jnp
 
 from jaxcert.model import Model
 from jaxcert.structure import Structure
+from jaxcert.structure import _is_concrete as is_concrete
 
 __all__ = [
     "ProbeResult", "ProbeSkip", "ProbeSpec", "OK", "NONFINITE", "SKIPPED", "ERROR",
-    "score_map", "finalize", "resolve_substrate", "PROBES", "register",
+    "score_map", "finalize", "resolve_substrate", "require_atoms", "PROBES", "register",
 ]
 
 OK, NONFINITE, SKIPPED, ERROR = 0, 1, 2, 3
@@ -94,6 +95,17 @@ def finalize(
         status=jnp.where(finite, OK, NONFINITE).astype(jnp.int32),
         details=details,
     )
+
+
+def require_atoms(s: Structure, n: int, probe: str, why: str) -> None:
+    """Raise :class:`ProbeSkip` (before tracing) when ``s`` has fewer than ``n`` real atoms.
+
+    The count is static: the padded size, or the real atoms when the mask is concrete."""
+    count = s.positions.shape[-2]
+    if is_concrete(s.mask) and s.mask.ndim == 1:
+        count = int(jnp.sum(s.mask))
+    if count < n:
+        raise ProbeSkip(f"{probe} needs at least {n} atoms ({why}); the substrate has {count}")
 
 
 def resolve_substrate(model: Model, substrate: Structure | str | None, kind: str, dtype: Any = None) -> Structure:

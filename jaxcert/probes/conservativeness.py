@@ -49,7 +49,7 @@ import numpy as np
 
 from jaxcert.derivatives import EXACT, FiniteDifference, fd_step
 from jaxcert.model import Model
-from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, resolve_substrate, score_map
+from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, require_atoms, resolve_substrate, score_map
 from jaxcert.structure import Structure
 
 __all__ = ["ConservativenessConfig", "conservativeness", "closest_pair", "is_fd", "jvp_cost", "fd_h", "precision_bits"]
@@ -163,6 +163,7 @@ def conservativeness(
     """
     del key
     s = resolve_substrate(model, substrate, "cluster")
+    require_atoms(s, 2, "conservativeness", "a bond to stretch: with one atom every displacement is a translation")
     return _conservativeness(model, s, config)
 
 

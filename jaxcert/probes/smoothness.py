@@ -38,7 +38,7 @@ import jax.numpy as jnp
 
 from jaxcert.derivatives import EXACT
 from jaxcert.model import Model
-from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, resolve_substrate
+from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, require_atoms, resolve_substrate
 from jaxcert.probes.conservativeness import bond_of
 from jaxcert.structure import Structure
 
@@ -130,6 +130,7 @@ def smoothness(
     """
     del key
     s = resolve_substrate(model, substrate, "cluster")
+    require_atoms(s, 2, "smoothness", "a bond to scan: with one atom every displacement is a translation")
     return _smoothness(model, s, config)
 
 

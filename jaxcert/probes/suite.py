@@ -42,10 +42,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcert import inputs
 from jaxcert.model import Model, is_unsupported_structure
 from jaxcert.probes.base import ERROR, PROBES, SKIPPED, STATUS_NAMES, ProbeSkip
 
-__all__ = ["DEFAULT_ORDER", "STATMECH", "certify", "combine_scores", "probe_key", "ProbeOutcome"]
+__all__ = ["DEFAULT_ORDER", "STATMECH", "UNSUPPORTED", "NOT_RUN", "certify", "combine_scores", "probe_key",
+           "ProbeOutcome", "resolve_probes"]
 
 DEFAULT_ORDER = (
     "conservativeness", "equivariance", "smoothness", "stress_consistency", "parity", "representation",
@@ -53,6 +55,11 @@ DEFAULT_ORDER = (
     "equipartition", "virial",
 )
 STATMECH = ("config_temperature", "equipartition", "virial")
+
+#: Per-element status of an element the model has no parameters for (``skip_unsupported=True``).
+UNSUPPORTED = "unsupported"
+#: Statuses that mean "not run": excluded from scores and gates.
+NOT_RUN = ("skipped", UNSUPPORTED)
 
 
 def combine_scores(scores: Sequence[float], method: str = "geometric") -> float:
@@ -92,11 +99,12 @@ class ProbeOutcome:
     message: str | None = None  # skip reason or error
     wall_s: float = 0.0
     host_evals: dict[str, int] | None = None  # host-side model calls of a bridged model during this probe
+    config: str | None = None  # repr of the probe's config: a resumed probe must have been run with the same
 
     def summary(self) -> dict[str, Any]:
         sc = self.score[np.isfinite(self.score)]
         dfc = self.defect[~np.isnan(self.defect)]
-        gates = [bool(g) for g, st in zip(self.gate, self.status, strict=True) if st != "skipped"]
+        gates = [bool(g) for g, st in zip(self.gate, self.status, strict=True) if st not in NOT_RUN]
         return {
             "score": float(sc.mean()) if sc.size else float("nan"),
             "defect": float(dfc.mean()) if dfc.size else float("nan"),
@@ -110,7 +118,7 @@ def _overall_status(statuses: list[str]) -> str:
     for s in ("error", "non-finite"):
         if s in statuses:
             return s
-    if all(s == "skipped" for s in statuses):
+    if all(s in NOT_RUN for s in statuses):
         return "skipped"
     return "ok"
 
@@ -141,7 +149,8 @@ def _split_details(details: dict[str, Any], n: int) -> list[dict[str, Any]]:
     return [pick(details, k) for k in range(n)]
 
 
-def _resolve(names: str | Sequence[str]) -> list[str]:
+def resolve_probes(names: str | Sequence[str], name: str = "probes") -> list[str]:
+    """Probe names in run order (``"all"``: the default order); unknown names raise :class:`UnknownName`."""
     import jaxcert.probes  # noqa: F401  (registers every probe)
 
     if names == "all" or names is None:
@@ -150,7 +159,7 @@ def _resolve(names: str | Sequence[str]) -> list[str]:
         wanted = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if n.strip()]
         unknown = [n for n in wanted if n not in PROBES]
         if unknown:
-            raise KeyError(f"unknown probe(s) {unknown}; available: {', '.join(sorted(PROBES))}")
+            raise inputs.UnknownName(f"{name}: unknown probe(s) {unknown}; available: {', '.join(sorted(PROBES))}")
     # the trajectory owner runs before its consumers (§6.1)
     if "config_temperature" in wanted:
         consumers = [i for i, n in enumerate(wanted) if n in ("equipartition", "virial")]
@@ -170,6 +179,9 @@ def certify(
     configs: dict[str, Any] | None = None,
     share_trajectory: bool = True,
     progress: Callable[[str, int, int, float], None] | None = None,
+    skip_unsupported: bool = False,
+    finished: Sequence[ProbeOutcome] = (),
+    on_probe: Callable[[Any], None] | None = None,
 ):
     """Run the certification suite and return a :class:`jaxcert.report.Report`.
 
@@ -183,24 +195,40 @@ def certify(
       configs: probe name → config instance overriding the defaults.
       share_trajectory: one Langevin trajectory for the three stat-mech probes.
       progress: callback ``(probe_name, index, total, seconds_of_previous)`` for displays.
+      skip_unsupported: elements outside ``model.elements`` are recorded per element with status
+        ``"unsupported"`` (excluded from scores and gates) instead of raising :class:`InputError`.
+      finished: outcomes of probes already run with the same model, elements, seed, dtype and
+        configs (from :func:`jaxcert.checkpoint.load_finished`); they are kept, not recomputed.
+      on_probe: called with the partial :class:`~jaxcert.report.Report` after every probe (the CLI
+        writes it atomically, so a killed run loses nothing finished; ``docs/cli.md``).
+
+    Raises:
+      InputError: unknown, misspelt or duplicate element symbols, elements the model does not
+        support (without ``skip_unsupported``), a bad seed, aggregation, dtype or probe name.
     """
     from jaxcert import substrates
     from jaxcert.report import Report
 
     t_start = time.perf_counter()
-    if isinstance(elements, str):
-        elements = [e.strip() for e in elements.replace(" ", ",").split(",") if e.strip()]
-    elements = [str(e) for e in elements]
+    all_elements = inputs.elements("elements", elements)
+    elements, unsupported = inputs.split_supported("elements", model, all_elements,
+                                                   skip_unsupported=skip_unsupported)
     if not elements:
-        raise ValueError("no elements given")
-    combine_scores([], agg)  # validates the method name early
+        raise inputs.InputError(f"elements: model {model.name!r} supports none of {', '.join(all_elements)}; "
+                                f"it supports {', '.join(inputs.supported_elements(model) or [])}")
+    seed = inputs.seed("seed", seed)
+    inputs.choice("agg", agg, ("arithmetic", "geometric", "harmonic"))
     if dtype is None:
         dtype = jnp.zeros(()).dtype
     dtype = jnp.dtype(dtype)
     if dtype == jnp.float64 and not jax.config.jax_enable_x64:
-        raise ValueError("float64 needs x64: call jax.config.update('jax_enable_x64', True) first")
-    names = _resolve(probes)
+        raise inputs.InputError("dtype: float64 needs x64: call jax.config.update('jax_enable_x64', True) first")
+    names = resolve_probes(probes)
     configs = dict(configs or {})
+    kept = {o.name: o for o in finished if o.name in names}
+    for o in kept.values():
+        if list(o.elements) != all_elements:
+            raise inputs.InputError(f"finished: probe {o.name!r} was run on {o.elements}, this run has {all_elements}")
 
     batches: dict[str, Any] = {}
 
@@ -215,11 +243,19 @@ def certify(
     # a bridged (host) model counts its evaluations: record them per probe
     counter = getattr(getattr(model.energy_fn, "backend", None), "counts", None)
     last = 0.0
+
+    def partial_report():
+        return Report.from_outcomes(model=model, elements=all_elements, seed=seed, dtype=str(dtype), agg=agg,
+                                    outcomes=outcomes, wall_s=time.perf_counter() - t_start)
+
     for idx, name in enumerate(names):
-        if progress is not None:
-            progress(name, idx, len(names), last)
         spec = PROBES[name]
         cfg = configs.get(name, spec.config())
+        if name in kept and kept[name].config == repr(cfg):  # finished in an earlier run: kept as it was
+            outcomes.append(kept[name])
+            continue
+        if progress is not None:
+            progress(name, idx, len(names), last)
         t0 = time.perf_counter()
         before = dict(counter) if counter is not None else {}
         try:
@@ -253,12 +289,34 @@ def certify(
         if counter is not None:
             outcome.host_evals = {k: int(v - before.get(k, 0)) for k, v in counter.items() if v - before.get(k, 0)}
         last = outcome.wall_s
-        outcomes.append(outcome)
+        outcome.config = repr(cfg)
+        outcomes.append(_with_unsupported(outcome, all_elements, unsupported))
+        if on_probe is not None:
+            on_probe(partial_report())
     if progress is not None:
         progress("done", len(names), len(names), last)
-    return Report.from_outcomes(
-        model=model, elements=elements, seed=seed, dtype=str(dtype), agg=agg, outcomes=outcomes,
-        wall_s=time.perf_counter() - t_start,
+    return partial_report()
+
+
+def _with_unsupported(o: ProbeOutcome, all_elements: list[str], unsupported: dict[str, str]) -> ProbeOutcome:
+    """Insert the elements the model does not support, each with status ``"unsupported"`` and its reason."""
+    if not unsupported:
+        return o
+    pos = {el: k for k, el in enumerate(o.elements)}
+
+    def full(arr, fill):
+        arr = np.asarray(arr)
+        out = np.full(len(all_elements), fill, dtype=arr.dtype if arr.dtype != bool else bool)
+        for j, el in enumerate(all_elements):
+            if el in pos:
+                out[j] = arr[pos[el]]
+        return out
+
+    return dataclasses.replace(
+        o, elements=list(all_elements), defect=full(o.defect, np.nan), score=full(o.score, np.nan),
+        gate=full(o.gate, False), n_evals=full(o.n_evals, 0),
+        status=[o.status[pos[el]] if el in pos else UNSUPPORTED for el in all_elements],
+        details=[o.details[pos[el]] if el in pos else {"skipped": unsupported[el]} for el in all_elements],
     )
 
 

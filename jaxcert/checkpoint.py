@@ -1,0 +1,124 @@
+"""Resumable certification: the report file is the checkpoint (``docs/cli.md``, "Resuming").
+
+``jaxcert certify ... --json r.json`` rewrites ``r.json`` after every probe with
+``"complete": false`` (atomically: a temporary file in the same directory, flushed,
+fsync'ed, then ``os.replace``), and once more with ``"complete": true`` at the end.
+A run killed at any moment (even ``kill -9``) leaves either the previous file or the
+next one, never a torn one.
+
+``--resume`` reads that file with :func:`load_finished` and hands the finished probes
+to :func:`jaxcert.certify` (``finished=``), which keeps them as they are and runs only
+the rest.  A probe counts as finished when it ran to a result (status ok, non-finite,
+skipped or unsupported) with the same probe config; a probe that crashed is run again.
+The file must come from the same model (its report metadata), elements, seed, dtype
+and jaxcert/jax versions; otherwise :class:`~jaxcert.inputs.InputError` says which
+field differs.
+
+The shared Langevin trajectory of the statistical-mechanics probes is not stored: if
+some of them finished and others did not, the trajectory is recomputed (same seed,
+same numbers) for the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+import jaxcert.probes  # noqa: F401  (registers every probe)
+from jaxcert.inputs import InputError
+from jaxcert.probes.base import PROBES
+from jaxcert.probes.suite import ProbeOutcome
+from jaxcert.report import SCHEMA, Report, to_jsonable
+
+__all__ = ["write_report", "write_json", "load_finished", "FINISHED"]
+
+#: Per-probe statuses that count as finished for ``--resume`` ("error" is run again).
+FINISHED = ("ok", "non-finite", "skipped", "unsupported")
+
+
+def write_json(doc: Any, path: str | os.PathLike) -> None:
+    """Write strict JSON to ``path`` atomically (temporary file + fsync + ``os.replace``)."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    text = json.dumps(to_jsonable(doc), indent=2, allow_nan=False) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=".jaxcert-", suffix=".json.tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_report(report: Report, path: str | os.PathLike, complete: bool = True) -> None:
+    """The report's JSON plus ``complete`` and the probe configs (what ``--resume`` checks)."""
+    doc = report.to_dict()
+    doc["complete"] = bool(complete)
+    doc["probe_configs"] = {o.name: getattr(o, "config", None) for o in report.outcomes}
+    write_json(doc, path)
+
+
+def _nan(x: Any) -> float:
+    return float("nan") if x is None else float(x)
+
+
+def _outcome(p: dict[str, Any], elements: list[str], config: str | None) -> ProbeOutcome:
+    per = p["per_element"]
+    return ProbeOutcome(
+        name=p["name"], target=float(p["target"]), gated=PROBES[p["name"]].gated, elements=list(elements),
+        defect=np.array([_nan(per[el]["defect"]) for el in elements], float),
+        score=np.array([_nan(per[el]["score"]) for el in elements], float),
+        gate=np.array([bool(per[el]["gate"]) for el in elements], bool),
+        n_evals=np.array([int(per[el]["n_evals"]) for el in elements], int),
+        status=[per[el]["status"] for el in elements],
+        details=[per[el]["details"] for el in elements],
+        message=p.get("message"), wall_s=float(p.get("wall_s") or 0.0),
+        host_evals=p.get("host_evaluations"), config=config,
+    )
+
+
+def load_finished(path: str | os.PathLike, model: Any, elements: Sequence[str], seed: int, dtype: Any,
+                  name: str = "--resume") -> list[ProbeOutcome]:
+    """The finished probes of the report file at ``path`` (``[]`` if the file does not exist).
+
+    Raises :class:`InputError` if the file is not a jaxcert report, or was written for a different
+    model, element list, seed, dtype or jaxcert/jax version.
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        return []
+    try:
+        with open(path) as fh:
+            doc = json.load(fh)
+    except (OSError, json.JSONDecodeError) as err:
+        raise InputError(f"{name}: cannot read {path!r} as JSON ({err}); remove it or drop --resume") from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise InputError(f"{name}: {path!r} is not a jaxcert certification report (schema {SCHEMA})")
+    import jax.numpy as jnp
+
+    here = Report.from_outcomes(model=model, elements=list(elements), seed=seed, dtype=str(jnp.dtype(dtype)),
+                                agg="geometric", outcomes=[], wall_s=0.0)
+    want = {"model": to_jsonable(here.model), "elements": list(elements), "seed": seed, "dtype": here.dtype}
+    want.update({f"versions.{k}": here.versions.get(k) for k in ("jaxcert", "jax", "jaxlib")})
+    got = {k: doc.get(k) for k in ("model", "elements", "seed", "dtype")}
+    got.update({f"versions.{k}": doc.get("versions", {}).get(k) for k in ("jaxcert", "jax", "jaxlib")})
+    for key, value in want.items():
+        if got[key] != value:
+            raise InputError(f"{name}: {path!r} was written with {key} = {got[key]!r}, this run has {value!r}; "
+                             "use another --json file or drop --resume")
+    configs = doc.get("probe_configs", {})
+    out = []
+    for p in doc.get("probes", []):
+        statuses = [p["per_element"][el]["status"] for el in elements]
+        if p["name"] in PROBES and all(st in FINISHED for st in statuses):
+            out.append(_outcome(p, list(elements), configs.get(p["name"])))
+    return out
