@@ -47,7 +47,12 @@ def load_model(spec: str, defects: list[str] | None = None):
                 f"--model {spec!r} needs the bridges: pip install -e bridges/ (distribution jaxcert-bridges); "
                 "see README 'Bridges'"
             ) from None
-        model = bridges.load(spec)
+        try:
+            model = bridges.load(spec)
+        except inputs.InputError:
+            raise
+        except (ValueError, OSError, ImportError, AttributeError) as err:  # the spec or its file: the user's input
+            raise inputs.InputError(f"--model {spec!r}: {err}") from None
     elif ":" in spec:
         mod, attr = spec.split(":", 1)
         try:

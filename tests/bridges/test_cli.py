@@ -56,3 +56,25 @@ def test_attack_on_an_ase_calculator(tmp_path):
     run = json.loads(out.read_text())["runs"][0]
     assert run["converged_before"] and run["converged_after"]
     assert abs(run["immediate"]["linf_displacement"] - 0.02) < 1e-9
+
+
+@pytest.mark.parametrize("spec, message", [("chgnet@float16", "unknown option 'float16'"),
+                                           ("chgnet@fast,float64", "unknown option 'fast'"),
+                                           ("mace:/no/such/file.model", "nothing is downloaded"),
+                                           ("ase:no_such_module:Calc", "No module named 'no_such_module'")])
+def test_bad_bridged_spec_exits_2_with_one_line(spec, message, capsys):
+    assert main(["certify", "--model", spec, "--elements", "Si", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"jaxcert: error: --model {spec!r}") and message in err[0]
+
+
+def test_element_the_bridged_model_does_not_know(tmp_path, capsys):
+    """CHGNet has no parameters for Og: refused with its supported set, or recorded as a skip on request."""
+    pytest.importorskip("chgnet")
+    assert main(["certify", "--model", "chgnet", "--elements", "Si,Og", "--quiet"]) == 2
+    assert "has no parameters for Og; it supports H, He" in capsys.readouterr().err
+    out = tmp_path / "r.json"
+    assert main(["certify", "--model", "chgnet", "--elements", "Si,Og", "--probes", "parity", "--skip-unsupported",
+                 "--json", str(out), "--quiet"]) == 0
+    per = json.loads(out.read_text())["probes"][0]["per_element"]
+    assert per["Og"]["status"] == "unsupported" and per["Si"]["status"] == "ok"
