@@ -30,8 +30,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert.neighbors import det3
-from jaxcert.structure import Structure, StructureError, _is_concrete
+from jaxcert.geometry import det3, is_concrete
+from jaxcert.structure import Structure, StructureError
 
 __all__ = ["Model", "StressUnavailable", "UnsupportedElement", "UnsupportedStructure", "strain", "voigt",
            "from_voigt"]
@@ -135,7 +135,7 @@ class Model:
         Call outside ``jit`` (the bound conveniences and every jaxcert probe do).
         A no-op on traced structures that already carry ``images``.
         """
-        if self.elements is not None and _is_concrete(s.numbers):
+        if self.elements is not None and is_concrete(s.numbers):
             nums = np.asarray(s.numbers)[np.asarray(s.mask)]
             bad = sorted(set(nums.tolist()) - set(self.elements))
             if bad:
@@ -157,7 +157,7 @@ class Model:
         """The cutoff in Å for ``s`` (concrete numbers needed if it depends on them)."""
         if self.cutoff is None or not callable(self.cutoff):
             return self.cutoff
-        if not _is_concrete(s.numbers):
+        if not is_concrete(s.numbers):
             raise StructureError(
                 f"model {self.name!r} has a composition-dependent cutoff; call model.prepare(s) outside jit"
             )

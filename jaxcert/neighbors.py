@@ -38,7 +38,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert.structure import Structure, StructureError, _is_concrete
+from jaxcert.geometry import det3, inv3, is_concrete, plane_spacings
+from jaxcert.structure import Structure, StructureError
 
 __all__ = ["Pairs", "image_counts", "with_images", "coverage", "pairs", "neighbor_table", "jaxmd_neighbor_list"]
 
@@ -62,27 +63,6 @@ class Pairs(NamedTuple):
     j: jax.Array
 
 
-def det3(h: jax.Array) -> jax.Array:
-    """Determinant of (…, 3, 3) by the triple product (no LAPACK call; cheap to compile)."""
-    return jnp.sum(h[..., 0, :] * jnp.cross(h[..., 1, :], h[..., 2, :]), axis=-1)
-
-
-def inv3(h: jax.Array) -> jax.Array:
-    """Inverse of (…, 3, 3) from cross products: columns b×c, c×a, a×b over det."""
-    a, b, c = h[..., 0, :], h[..., 1, :], h[..., 2, :]
-    adj = jnp.stack([jnp.cross(b, c), jnp.cross(c, a), jnp.cross(a, b)], axis=-1)
-    return adj / det3(h)[..., None, None]
-
-
-def _plane_spacings(cell: np.ndarray) -> np.ndarray:
-    vol = abs(np.linalg.det(cell))
-    out = np.empty(3)
-    for a in range(3):
-        b, c = cell[(a + 1) % 3], cell[(a + 2) % 3]
-        out[a] = vol / max(np.linalg.norm(np.cross(b, c)), 1e-300)
-    return out
-
-
 def image_counts(
     cell: Any, pbc: tuple[bool, bool, bool], cutoff: float, margin: float = IMAGE_MARGIN
 ) -> tuple[int, int, int]:
@@ -93,14 +73,14 @@ def image_counts(
     if cell.ndim == 3:  # batched: the maximum over the batch
         counts = [image_counts(c, pbc, cutoff, margin) for c in cell]
         return tuple(int(max(c[a] for c in counts)) for a in range(3))
-    w = _plane_spacings(cell)
+    w = plane_spacings(cell)
     reach = cutoff * (1.0 + margin)
     return tuple(int(np.floor(reach / w[a] + 0.5)) if pbc[a] else 0 for a in range(3))
 
 
 def with_images(s: Structure, cutoff: float, margin: float = IMAGE_MARGIN) -> Structure:
     """Return ``s`` with its static ``images`` set for ``cutoff`` (Å); keeps a larger existing count."""
-    if not _is_concrete(s.cell):
+    if not is_concrete(s.cell):
         if s.images is None:
             raise StructureError(
                 "the cell is traced (inside jit/vmap/grad) and the structure has no static image count; "
@@ -108,7 +88,7 @@ def with_images(s: Structure, cutoff: float, margin: float = IMAGE_MARGIN) -> St
                 "outside the transformation"
             )
         return s
-    if not _is_concrete(cutoff):  # a cutoff computed inside jit: keep the static count (coverage is checked in pairs)
+    if not is_concrete(cutoff):  # a cutoff computed inside jit: keep the static count (coverage is checked in pairs)
         if s.images is None:
             raise StructureError(
                 "the cutoff is traced and the structure has no static image count; call model.prepare(structure) "
@@ -231,7 +211,7 @@ def jaxmd_neighbor_list(s: Structure, cutoff: float, skin: float = 0.5, capacity
 
     if not all(s.pbc):
         raise StructureError("jaxmd_neighbor_list needs pbc on all three axes")
-    w = _plane_spacings(np.asarray(s.cell))
+    w = plane_spacings(np.asarray(s.cell))
     if cutoff + skin >= 0.5 * w.min():
         raise StructureError(
             f"cutoff+skin {cutoff + skin:.3g} Å is not below half the smallest plane spacing "

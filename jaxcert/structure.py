@@ -38,6 +38,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcert.geometry import det3, is_concrete
+
 __all__ = ["Structure", "StructureError", "stack", "unstack", "validate"]
 
 #: Default minimum allowed interatomic distance in Å at construction.
@@ -50,8 +52,7 @@ class StructureError(ValueError):
     """Raised when a structure is physically or numerically invalid."""
 
 
-def _is_concrete(x: Any) -> bool:
-    return not isinstance(x, jax.core.Tracer)
+_is_concrete = is_concrete  # kept for callers not yet moved to jaxcert.geometry.is_concrete
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,7 +195,6 @@ class Structure:
     @property
     def volume(self) -> jax.Array:
         """|det cell| in Å³."""
-        from jaxcert.neighbors import det3
 
         return jnp.abs(det3(self.cell))
 

@@ -33,9 +33,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxcert.geometry import is_concrete
 from jaxcert.model import Model
 from jaxcert.structure import Structure
-from jaxcert.structure import _is_concrete as is_concrete
 
 __all__ = [
     "ProbeResult", "ProbeSkip", "ProbeSpec", "OK", "NONFINITE", "SKIPPED", "ERROR",
