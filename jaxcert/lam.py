@@ -61,6 +61,7 @@ class LambdaResult:
     skipped: dict[str, str]
     wall_s: float
     gate: float = LAMBDA_GATE
+    dtype: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -81,10 +82,11 @@ class LambdaResult:
         return float(np.max(v)) if v else float("nan")
 
     def to_dict(self) -> dict[str, Any]:
-        from jaxcert.report import machine, to_jsonable
+        from jaxcert.report import machine, package_versions, to_jsonable
 
         return to_jsonable({
-            "schema": "jaxcert-lambda/1", "model": self.model, "method": self.method,
+            "schema": "jaxcert-lambda/1", "model": self.model, "method": self.method, "dtype": self.dtype,
+            "versions": package_versions(),
             "lambda": self.per_structure, "mean": self.mean, "max": self.max, "n_evals": self.n_evals,
             "skipped": self.skipped, "gate_threshold": self.gate, "gate": self.passed,
             "wall_time_s": self.wall_s, "machine": machine(),
@@ -154,4 +156,5 @@ def lam(model: Model, structures: dict[str, Structure] | None = None, fd: bool =
     ordered = {n: values[n] for n in structures}
     return LambdaResult(model=model.name, method=f"fd ±{step} Å" if fd else "exact (jacfwd)",
                         per_structure=ordered, n_evals={n: evals[n] for n in structures}, skipped=skipped,
-                        wall_s=time.perf_counter() - t0, gate=gate)
+                        wall_s=time.perf_counter() - t0, gate=gate,
+                        dtype=str(next(iter(structures.values())).dtype) if structures else None)

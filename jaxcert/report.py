@@ -11,7 +11,14 @@ JSON layout::
      "aggregate": {"overall", "method", "gates_passed", "gates_total", "n_evals", "sub_scores",
                    "per_element_overall"}}
 
-Every non-finite float becomes ``null`` (``allow_nan=False``); arrays become lists.
+A probe whose per-element details carry ``defect_stderr`` (the statistical probes) also gets a
+top-level ``"defect_stderr"``: the standard error of the element-mean defect, √(Σ_e se_e²)/n over
+the n elements that enter the mean (``null`` when one of them has none), and each per-element entry
+its own ``"defect_stderr"``; the table and the HTML print "defect ± stderr".
+
+Every non-finite float becomes ``null`` (``allow_nan=False``); arrays become lists.  The terminal
+table and the HTML page explain each probe in one sentence (``jaxcert/explain.py``; the list is in
+``docs/reports.md``).  Several reports side by side: ``jaxcert compare`` (``docs/compare.md``).
 """
 
 from __future__ import annotations
@@ -25,7 +32,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Report", "to_jsonable", "SCHEMA"]
+from jaxcert.explain import wrapped
+from jaxcert.probes.base import NOT_RUN, UNSUPPORTED
+
+__all__ = ["Report", "to_jsonable", "SCHEMA", "package_versions", "machine", "format_defect", "combined_stderr",
+           "probe_stderr"]
 
 SCHEMA = "jaxcert-report/1"
 
@@ -57,7 +68,43 @@ def to_jsonable(x: Any) -> Any:
     return str(x)
 
 
-def _versions() -> dict[str, str]:
+def format_defect(defect: float | None, stderr: float | None = None) -> str:
+    """``1.234e-02`` or ``1.234e-02 ± 3.1e-03`` (``nan`` for a missing defect)."""
+    if defect is None or not np.isfinite(defect):
+        return "nan"
+    text = f"{defect:.3e}"
+    if stderr is not None and np.isfinite(stderr):
+        text += f" ± {stderr:.1e}"
+    return text
+
+
+def element_stderr(details: Any) -> float | None:
+    """The ``defect_stderr`` a probe recorded in one element's details (a finite scalar), else ``None``."""
+    if not isinstance(details, dict) or details.get("defect_stderr") is None:
+        return None
+    v = np.asarray(details["defect_stderr"], float)
+    if v.size != 1 or not np.isfinite(v):
+        return None
+    return float(v.reshape(()))
+
+
+def combined_stderr(defects: Any, stderrs: list[float | None]) -> float | None:
+    """Standard error of the mean of the non-NaN ``defects``: √(Σ se²)/n; ``None`` if one of them has none."""
+    used = [se for d, se in zip(np.asarray(defects, float), stderrs, strict=True) if not np.isnan(d)]
+    if not used or any(se is None for se in used):
+        return None
+    return float(np.sqrt(np.sum(np.square(used))) / len(used))
+
+
+def probe_stderr(outcome: Any) -> tuple[float | None, list[float | None]] | None:
+    """(combined stderr, per-element stderrs) of a probe outcome; ``None`` when no element carries one."""
+    per = [element_stderr(d) for d in outcome.details]
+    if all(se is None for se in per):
+        return None
+    return combined_stderr(outcome.defect, per), per
+
+
+def package_versions() -> dict[str, str]:
     import importlib.metadata as md
 
     out = {"python": platform.python_version()}
@@ -108,7 +155,7 @@ class Report:
     agg: str
     outcomes: list[Any]
     wall_s: float
-    versions: dict[str, str] = dataclasses.field(default_factory=_versions)
+    versions: dict[str, str] = dataclasses.field(default_factory=package_versions)
 
     @classmethod
     def from_outcomes(cls, model, elements, seed, dtype, agg, outcomes, wall_s) -> Report:
@@ -163,16 +210,19 @@ class Report:
         probes = []
         for o in self.outcomes:
             s = o.summary()
+            se = probe_stderr(o)
             per = {
                 el: {
                     "defect": o.defect[k], "score": o.score[k],
-                    "gate": bool(o.gate[k]) if o.gated and o.status[k] != "skipped" else None,
+                    "gate": bool(o.gate[k]) if o.gated and o.status[k] not in NOT_RUN else None,
                     "n_evals": int(o.n_evals[k]), "status": o.status[k], "details": o.details[k],
+                    **({"defect_stderr": se[1][k]} if se is not None else {}),
                 }
                 for k, el in enumerate(o.elements)
             }
             probes.append({
                 "name": o.name, "target": o.target, "defect": s["defect"], "score": s["score"], "gate": s["gate"],
+                **({"defect_stderr": se[0]} if se is not None else {}),
                 "n_evals": s["n_evals"], "status": s["status"], "wall_s": o.wall_s, "message": o.message,
                 **({"host_evaluations": o.host_evals} if getattr(o, "host_evals", None) is not None else {}),
                 "details": {"per_element_score": {el: o.score[k] for k, el in enumerate(o.elements)},
@@ -193,8 +243,12 @@ class Report:
         return text
 
     # ------------------------------------------------------------------ table
-    def table(self) -> str:
-        """Terminal table: Probe | Target | Defect | Score | Evals | Gate (PROBES.md §6.6)."""
+    def table(self, width: int = 110) -> str:
+        """Terminal table: Probe | Target | Defect | Score | Evals | Gate (PROBES.md §6.6), then one line per
+        probe saying what it tests and what a failure means (``jaxcert/explain.py``), wrapped at ``width``.
+
+        The defect reads "defect ± stderr" for a probe that reports a standard error.
+        """
         rows = [("Probe", "Target", "Defect", "Score", "Evals", "Gate")]
         for o in self.outcomes:
             s = o.summary()
@@ -203,7 +257,8 @@ class Report:
             elif s["status"] == "error":
                 d, sc = "crash", f"{s['score']:.3f}"
             else:
-                d = "nan" if not np.isfinite(s["defect"]) else f"{s['defect']:.3e}"
+                se = probe_stderr(o)
+                d = format_defect(s["defect"], se[0] if se is not None else None)
                 sc = f"{s['score']:.3f}"
             gate = "" if s["gate"] is None else ("PASS" if s["gate"] else "FAIL")
             rows.append((o.name, f"{o.target:g}", d, sc, str(s["n_evals"]), gate))
@@ -225,11 +280,21 @@ class Report:
             lines.append(f"host model: {h['model_evaluations']} geometry evaluations in {h.get('calls', 0)} calls, "
                          f"{h.get('hvp', 0)} H·v products ({h.get('double_backward', 0)} double backward, "
                          f"{h.get('fd_gradient', 0)} finite-difference gradients)")
-        if len(self.elements) > 1:
-            lines.append(f"averaged over elements: {', '.join(self.elements)}")
+        unsupported = [el for k, el in enumerate(self.elements)
+                       if self.outcomes and all(o.status[k] == UNSUPPORTED for o in self.outcomes)]
+        ran = [el for el in self.elements if el not in unsupported]
+        if len(ran) > 1:
+            lines.append(f"averaged over elements: {', '.join(ran)}")
+        if unsupported:
+            lines.append(f"not run (the model has no parameters for them; --skip-unsupported): "
+                         f"{', '.join(unsupported)}")
         for o in self.outcomes:
             if o.message and o.summary()["status"] in ("error", "skipped"):
                 lines.append(f"  {o.name}: {o.message}")
+        why = wrapped([o.name for o in self.outcomes], width=width,
+                      title="what each probe tests (identity; what a failure means):")
+        if why:
+            lines += [""] + why
         return "\n".join(lines)
 
     def __str__(self) -> str:

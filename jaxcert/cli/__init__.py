@@ -20,9 +20,10 @@ library.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from jaxcert.cli import attack, certify, misc
+from jaxcert.cli import attack, certify, compare, misc
 from jaxcert.cli._common import load_model
 from jaxcert.inputs import InputError
 
@@ -36,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 "potentials (eV, Å, eV/Å, eV/Å³). Exit codes: 0 ok, 1 a gate failed, 2 usage or "
                                 "input error.")
     sub = p.add_subparsers(dest="cmd", required=True)
-    for module in (certify, misc, attack):
+    for module in (certify, misc, attack, compare):
         module.register(sub)
     return p
 
@@ -52,6 +53,13 @@ def main(argv: list[str] | None = None) -> int:
         msg = err.args[0] if isinstance(err, KeyError) and err.args else err
         print(f"jaxcert: error: {msg}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # `jaxcert compare ... | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except KeyboardInterrupt:
+        print("jaxcert: interrupted (a --json report keeps every finished probe: rerun with --resume)",
+              file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -38,12 +38,16 @@ from jaxcert.model import Model
 from jaxcert.structure import Structure
 
 __all__ = [
-    "ProbeResult", "ProbeSkip", "ProbeSpec", "OK", "NONFINITE", "SKIPPED", "ERROR",
+    "ProbeResult", "ProbeSkip", "ProbeSpec", "OK", "NONFINITE", "SKIPPED", "ERROR", "UNSUPPORTED", "NOT_RUN",
     "score_map", "finalize", "resolve_substrate", "require_atoms", "PROBES", "register",
 ]
 
 OK, NONFINITE, SKIPPED, ERROR = 0, 1, 2, 3
 STATUS_NAMES = {OK: "ok", NONFINITE: "non-finite", SKIPPED: "skipped", ERROR: "error"}
+#: Per-element status of an element the model has no parameters for (``certify(skip_unsupported=True)``).
+UNSUPPORTED = "unsupported"
+#: Per-element statuses that mean "not run": no score, no gate, excluded from aggregation.
+NOT_RUN = ("skipped", UNSUPPORTED)
 
 
 class ProbeSkip(Exception):  # noqa: N818 - a signal, not an error

@@ -44,7 +44,7 @@ import numpy as np
 
 from jaxcert import inputs
 from jaxcert.model import Model, is_unsupported_structure
-from jaxcert.probes.base import ERROR, PROBES, SKIPPED, STATUS_NAMES, ProbeSkip
+from jaxcert.probes.base import ERROR, NOT_RUN, PROBES, SKIPPED, STATUS_NAMES, UNSUPPORTED, ProbeSkip
 
 __all__ = ["DEFAULT_ORDER", "STATMECH", "UNSUPPORTED", "NOT_RUN", "certify", "combine_scores", "probe_key",
            "ProbeOutcome", "resolve_probes"]
@@ -55,11 +55,6 @@ DEFAULT_ORDER = (
     "equipartition", "virial",
 )
 STATMECH = ("config_temperature", "equipartition", "virial")
-
-#: Per-element status of an element the model has no parameters for (``skip_unsupported=True``).
-UNSUPPORTED = "unsupported"
-#: Statuses that mean "not run": excluded from scores and gates.
-NOT_RUN = ("skipped", UNSUPPORTED)
 
 
 def combine_scores(scores: Sequence[float], method: str = "geometric") -> float:

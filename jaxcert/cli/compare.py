@@ -1,0 +1,61 @@
+"""``jaxcert compare``: a comparison board of several report JSON files (``docs/compare.md``).
+
+Argument parsing only: the work is :func:`jaxcert.compare.build_board`, :func:`~jaxcert.compare.board_table`
+and :func:`~jaxcert.compare.board_html`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+
+from jaxcert.compare import ALIGN_MODES, LAYOUTS, board_html, board_json, board_table, build_board, sort_rows
+from jaxcert.inputs import InputError
+
+__all__ = ["cmd_compare", "register"]
+
+
+def cmd_compare(a: argparse.Namespace) -> int:
+    """Build the board, print it, write ``--json`` / ``--html``; exit 0 (2 for any input error)."""
+    for flag, path in (("--json", a.json), ("--html", a.html)):
+        folder = os.path.dirname(os.path.abspath(path)) if path else None
+        if folder and not os.path.isdir(folder):
+            raise InputError(f"{flag}: no such directory {folder!r} for {path!r}")
+    board = build_board(a.reports, align=a.align, allow_version_mismatch=a.allow_version_mismatch)
+    sort_rows(board, a.sort, a.reverse)  # validates --sort before anything is written
+    print(board_table(board, sort=a.sort, reverse=a.reverse, width=a.width, layout=a.layout))
+    if a.json:
+        board_json(board, a.json)
+        print(f"wrote {a.json}")
+    if a.html:
+        with open(a.html, "w", encoding="utf-8") as fh:
+            fh.write(board_html(board, sort=a.sort, reverse=a.reverse))
+        print(f"wrote {a.html}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add this module's subcommand to the ``jaxcert`` parser."""
+    c = sub.add_parser("compare", help="compare report JSON files on one board (terminal, --html, --json)",
+                       description="Models x probes board of jaxcert certify --json reports (or models x "
+                       "structures of jaxcert lambda --json reports). See docs/compare.md.")
+    c.add_argument("reports", nargs="+", metavar="REPORT.json", help="report files (all certify or all lambda)")
+    c.add_argument("--html", help="write the board as a self-contained HTML page")
+    c.add_argument("--json", help="write the board as strict JSON (schema jaxcert-board/1)")
+    c.add_argument("--align", default="strict", choices=ALIGN_MODES,
+                   help="strict (default): refuse different element/probe/structure sets; intersection: keep "
+                   "the common ones and say what was dropped")
+    c.add_argument("--sort", default=None, metavar="COLUMN",
+                   help="order rows by model, overall, gates, evals, wall, dtype, a probe name (lambda: mean, "
+                   "max, gate or a structure); scores highest first, costs and lambda lowest first")
+    c.add_argument("--reverse", action="store_true", help="reverse the --sort order")
+    c.add_argument("--layout", default="auto", choices=LAYOUTS,
+                   help="terminal table: models as rows, probes as rows (models as columns), or auto (models "
+                   "as rows when it fits in --width)")
+    c.add_argument("--width", type=int, default=shutil.get_terminal_size((110, 24)).columns,
+                   help="characters per line for --layout auto and the wrapped explanations (default: the "
+                   "terminal's width, 110 when not on a terminal)")
+    c.add_argument("--allow-version-mismatch", action="store_true",
+                   help="compare reports written by different jaxcert versions")
+    c.set_defaults(fn=cmd_compare)

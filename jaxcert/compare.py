@@ -1,0 +1,834 @@
+r"""Comparison board: several certification (or λ) reports side by side (``docs/compare.md``).
+
+``build_board(paths)`` loads report JSON files (:func:`load`: ``jaxcert-report/1`` from
+``jaxcert certify --json``, ``jaxcert-lambda/1`` from ``jaxcert lambda --json``), checks that they
+can be compared, aligns them and returns the board as a strict-JSON dict (schema
+``jaxcert-board/1``); :func:`board_table` renders it for a terminal and :func:`board_html` as one
+self-contained page (inline CSS and JS, no network).
+
+Rows are models (one per file), columns are probes (λ: structures).  A certification cell holds
+the probe's score (the mean over elements), its gate, defect (± stderr where the probe reports
+one), evaluations and status, and the per-element values behind them; a λ cell holds λ for one
+structure and, where the λ JSON carries a gate, its verdict.
+
+What is refused (an :class:`~jaxcert.inputs.InputError` naming the files and the difference):
+
+* a missing file, a file that is not JSON, a JSON without a known ``schema``;
+* a partial report (``"complete": false``, written by an interrupted run);
+* reports of both kinds at once;
+* different ``jaxcert`` versions (unless ``allow_version_mismatch``);
+* different element sets, probe sets or λ structure sets, unless ``align="intersection"``: then the
+  common elements / probes / structures are kept, in the order of the first file, and what was
+  dropped is recorded in ``board["dropped"]``.  A report that lost elements has its cells
+  recomputed from its per-element values (score: mean of the finite scores; defect: mean of the
+  non-skipped ones; gate: all gated elements; evaluations: summed); one that lost probes or
+  elements has its overall score recomputed with its own aggregation method; λ mean and max are
+  recomputed over the kept structures.  Wall time is always the whole run's.
+
+Nothing is recomputed when nothing was dropped: the cells are the input values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+import math
+import os
+import textwrap
+from collections.abc import Sequence
+from typing import Any
+
+from jaxcert.explain import EXPLANATIONS, explain, short_name, wrapped
+from jaxcert.inputs import InputError
+from jaxcert.probes.base import NOT_RUN
+from jaxcert.report import combined_stderr, element_stderr, format_defect, to_jsonable
+
+__all__ = [
+    "BOARD_SCHEMA", "REPORT_SCHEMA", "LAMBDA_SCHEMA", "ALIGN_MODES", "Source", "load", "build_board",
+    "sort_keys", "sort_rows", "board_table", "board_html", "board_json", "lambda_colour", "LAYOUTS",
+]
+
+BOARD_SCHEMA = "jaxcert-board/1"
+REPORT_SCHEMA = "jaxcert-report/1"
+LAMBDA_SCHEMA = "jaxcert-lambda/1"
+KINDS = {REPORT_SCHEMA: "report", LAMBDA_SCHEMA: "lambda"}
+ALIGN_MODES = ("strict", "intersection")
+#: λ at or below this is coloured fully green, at or above :data:`LAMBDA_RED` fully red (log scale between).
+LAMBDA_GREEN, LAMBDA_RED = 1e-7, 1e-1
+
+
+# ------------------------------------------------------------------------------------------------ loading
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """One loaded report: where it came from, its kind (``"report"`` or ``"lambda"``) and its JSON."""
+
+    path: str
+    kind: str
+    data: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        """The file name as given on the command line (for messages)."""
+        return self.path
+
+    @property
+    def model_name(self) -> str:
+        """The model's name (``model.name`` of a certification report, ``model`` of a λ report)."""
+        m = self.data.get("model")
+        return str(m.get("name", "?") if isinstance(m, dict) else m)
+
+    @property
+    def jaxcert_version(self) -> str | None:
+        """The jaxcert version that wrote the file, ``None`` where not recorded."""
+        v = self.data.get("versions")
+        return str(v["jaxcert"]) if isinstance(v, dict) and "jaxcert" in v else None
+
+    @property
+    def columns(self) -> list[str]:
+        """Probe names (report) or structure names (λ), in the file's order."""
+        if self.kind == "report":
+            return [str(p["name"]) for p in self.data["probes"]]
+        return [str(k) for k in self.data["lambda"]]
+
+
+def _malformed(path: str, what: str) -> InputError:
+    return InputError(f"{path}: not a valid jaxcert report ({what})")
+
+
+def _validate(path: str, kind: str, d: dict[str, Any]) -> None:
+    """Minimal structural check of the keys the board reads."""
+    if kind == "report":
+        if not isinstance(d.get("elements"), list) or not d["elements"]:
+            raise _malformed(path, "no 'elements' list")
+        if not isinstance(d.get("probes"), list):
+            raise _malformed(path, "no 'probes' list")
+        for k, p in enumerate(d["probes"]):
+            if not isinstance(p, dict) or "name" not in p:
+                raise _malformed(path, f"probe #{k} has no 'name'")
+            missing = [key for key in ("score", "gate", "per_element") if key not in p]
+            if missing:
+                raise _malformed(path, f"probe {p['name']!r} has no {', '.join(map(repr, missing))}")
+            if not isinstance(p["per_element"], dict):
+                raise _malformed(path, f"probe {p['name']!r}: 'per_element' is not an object")
+        if not isinstance(d.get("aggregate"), dict) or "overall" not in d["aggregate"]:
+            raise _malformed(path, "no 'aggregate.overall'")
+    else:
+        if not isinstance(d.get("lambda"), dict):
+            raise _malformed(path, "no 'lambda' object of per-structure values")
+
+
+def load(path: str | os.PathLike) -> Source:
+    """Read and check one report JSON file (see the module docstring for what is refused)."""
+    p = os.fspath(path)
+    if not os.path.isfile(p):
+        raise InputError(f"{p}: no such file; allowed: a JSON file written by jaxcert certify --json or "
+                         "jaxcert lambda --json")
+    try:
+        with open(p, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except json.JSONDecodeError as err:
+        raise InputError(f"{p}: not JSON ({err.msg} at line {err.lineno}, column {err.colno}); allowed: a "
+                         "JSON file written by jaxcert certify --json or jaxcert lambda --json") from None
+    except (UnicodeDecodeError, OSError) as err:
+        raise InputError(f"{p}: cannot be read as JSON text ({type(err).__name__})") from None
+    if not isinstance(data, dict) or "schema" not in data:
+        raise InputError(f"{p}: JSON without a 'schema' key; allowed: a jaxcert report "
+                         f"({', '.join(KINDS)})")
+    schema = data["schema"]
+    if schema not in KINDS:
+        raise InputError(f"{p}: unknown schema {schema!r}; allowed: {', '.join(KINDS)}")
+    if data.get("complete") is False:
+        raise InputError(f"{p}: partial report (\"complete\": false: the run that wrote it was interrupted); "
+                         "finish it with `jaxcert certify ... --resume` (same arguments) and compare the finished "
+                         "file")
+    _validate(p, KINDS[schema], data)
+    return Source(path=p, kind=KINDS[schema], data=data)
+
+
+# ------------------------------------------------------------------------------------------------ checks
+def _join(xs: Sequence[str]) -> str:
+    return ", ".join(xs) if xs else "(none)"
+
+
+def _check_same_kind(sources: Sequence[Source]) -> str:
+    kinds = {s.kind for s in sources}
+    if len(kinds) > 1:
+        by = "; ".join(f"{s.name} is {s.data['schema']}" for s in sources)
+        raise InputError(f"cannot compare certification reports with λ reports ({by}); compare each kind "
+                         "separately")
+    return kinds.pop()
+
+
+def _check_versions(sources: Sequence[Source], allow: bool) -> list[str]:
+    known = {s.jaxcert_version for s in sources if s.jaxcert_version is not None}
+    notes = []
+    if len(known) > 1:
+        by = "; ".join(f"{s.name} {s.jaxcert_version or 'unknown'}" for s in sources)
+        if not allow:
+            raise InputError(f"jaxcert versions differ ({by}): probe definitions may differ between versions, "
+                             "so the scores need not be comparable; rerun with one version, or pass "
+                             "--allow-version-mismatch (allow_version_mismatch=True) to compare anyway")
+        notes.append(f"jaxcert versions differ ({by}); compared anyway (--allow-version-mismatch)")
+    unknown = [s.name for s in sources if s.jaxcert_version is None]
+    if unknown:
+        notes.append(f"jaxcert version not recorded in {_join(unknown)} (not checked)")
+    return notes
+
+
+def _align(sources: Sequence[Source], what: str, get, align: str
+           ) -> tuple[list[str], dict[str, list[str]], str | None]:
+    """Common items (first file's order), per file what was dropped, and the mismatch (strict mode) or ``None``.
+
+    No common item at all is refused in either mode.
+    """
+    sets = [get(s) for s in sources]
+    first = sets[0]
+    common = [x for x in first if all(x in other for other in sets[1:])]
+    if all(set(x) == set(first) for x in sets[1:]):
+        return list(first), {}, None
+    by = "; ".join(f"{s.name} has {_join(x)}" for s, x in zip(sources, sets, strict=True))
+    not_all = sorted({x for xs in sets for x in xs} - set(common))
+    if not common:
+        raise InputError(f"{what} sets differ ({by}) and no {what} is common to all of them, so they cannot be "
+                         "aligned")
+    dropped = {s.name: [x for x in xs if x not in common] for s, xs in zip(sources, sets, strict=True)}
+    problem = (f"{what} sets differ ({by}; not in every file: {_join(not_all)}; common: {_join(common)})"
+               if align != "intersection" else None)
+    return common, {k: v for k, v in dropped.items() if v}, problem
+
+
+def _refuse(problems: list[str | None], what: str) -> None:
+    found = [p for p in problems if p]
+    if found:
+        raise InputError("; ".join(found) + f"; compare reports with the same {what}, or pass --align "
+                         "intersection (align='intersection') to keep the common ones")
+
+
+# ------------------------------------------------------------------------------------------------ cells
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _mean(vals: Sequence[Any]) -> float | None:
+    ok = [float(v) for v in vals if _finite(v)]
+    return sum(ok) / len(ok) if ok else None
+
+
+def _status(statuses: Sequence[str]) -> str:
+    for s in ("error", "non-finite"):
+        if s in statuses:
+            return s
+    if statuses and all(s in NOT_RUN for s in statuses):
+        return "skipped"
+    return "ok"
+
+
+def _element_entry(e: dict[str, Any]) -> dict[str, Any]:
+    se = e.get("defect_stderr")
+    if se is None:
+        se = element_stderr(e.get("details"))
+    status = e.get("status", "ok")
+    return {"score": e.get("score"), "defect": e.get("defect"), "defect_stderr": se,
+            "gate": None if status in NOT_RUN else e.get("gate"), "status": status, "n_evals": e.get("n_evals")}
+
+
+def _report_cell(path: str, p: dict[str, Any], elements: list[str], recompute: bool) -> dict[str, Any]:
+    per_all = p["per_element"]
+    missing = [el for el in elements if not isinstance(per_all.get(el), dict)]
+    if missing:
+        raise _malformed(path, f"probe {p['name']!r} has no per-element entry for {_join(missing)}")
+    per = {el: _element_entry(per_all[el]) for el in elements}
+    if not recompute:
+        return {"score": p.get("score"), "defect": p.get("defect"), "defect_stderr": p.get("defect_stderr"),
+                "gate": p.get("gate"), "status": p.get("status", "ok"), "n_evals": p.get("n_evals"),
+                "message": p.get("message"), "per_element": per}
+    es = list(per.values())
+    statuses = [e["status"] for e in es]
+    live = [e for e in es if e["status"] not in NOT_RUN]
+    broken = any(e["status"] == "error" or (e["defect"] is None) for e in live)
+    defect = None if broken else _mean([e["defect"] for e in live])
+    stderr = None
+    if not broken and any(e["defect_stderr"] is not None for e in live):
+        stderr = combined_stderr([e["defect"] for e in live], [e["defect_stderr"] for e in live])
+    gates = [bool(e["gate"]) for e in live if e["gate"] is not None]
+    return {"score": _mean([e["score"] for e in es]), "defect": defect, "defect_stderr": stderr,
+            "gate": all(gates) if gates else None, "status": _status(statuses),
+            "n_evals": sum(int(e["n_evals"] or 0) for e in es), "message": p.get("message"), "per_element": per}
+
+
+def _combine(scores: list[Any], method: str) -> float | None:
+    from jaxcert.probes.suite import combine_scores  # imports JAX: only when an overall is recomputed
+
+    v = combine_scores([float(s) for s in scores if _finite(s)], method)
+    return v if math.isfinite(v) else None
+
+
+def _report_row(s: Source, probes: list[str], elements: list[str], dropped_el: bool, dropped_pr: bool
+                ) -> dict[str, Any]:
+    d = s.data
+    agg = d["aggregate"]
+    by_name = {p["name"]: p for p in d["probes"]}
+    cells = {name: _report_cell(s.name, by_name[name], elements, dropped_el) for name in probes}
+    recompute = dropped_el or dropped_pr
+    method = agg.get("method", "geometric")
+    gated = [c["gate"] for c in cells.values() if c["gate"] is not None]
+    if recompute:
+        overall = _combine([c["score"] for c in cells.values()], method)
+        per_el = {el: _combine([c["per_element"][el]["score"] for c in cells.values()], method) for el in elements}
+        n_evals = sum(int(c["n_evals"] or 0) for c in cells.values())
+    else:
+        overall, n_evals = agg.get("overall"), agg.get("n_evals")
+        per_el = {el: (agg.get("per_element_overall") or {}).get(el) for el in elements}
+    return {
+        "label": s.model_name, "file": s.name, "model": d.get("model"), "dtype": d.get("dtype"),
+        "seed": d.get("seed"), "agg": method, "versions": d.get("versions") or {},
+        "elements_in_report": d.get("elements"), "wall_time_s": d.get("wall_time_s"), "n_evals": n_evals,
+        "host_evaluations": agg.get("host_evaluations"), "overall": overall,
+        "gates_passed": sum(bool(g) for g in gated), "gates_total": len(gated),
+        "per_element_overall": per_el, "recomputed": recompute, "cells": cells,
+        "machine": (d.get("machine") or {}).get("cpu_model") or (d.get("machine") or {}).get("processor"),
+    }
+
+
+def _lambda_gate(d: dict[str, Any]) -> tuple[float | None, bool | None]:
+    """(threshold, verdict) of the λ gate the JSON carries (``gate_threshold``, ``gate``), ``None`` where absent.
+
+    The gate of :func:`jaxcert.lam` is max λ over the evaluated structures ≤ ``gate_threshold``.
+    """
+    threshold, passed = d.get("gate_threshold"), d.get("gate")
+    return (float(threshold) if _finite(threshold) else None), (passed if isinstance(passed, bool) else None)
+
+
+def _lambda_row(s: Source, structures: list[str], dropped: bool) -> dict[str, Any]:
+    d = s.data
+    lam, skipped, evals = d["lambda"], d.get("skipped") or {}, d.get("n_evals") or {}
+    threshold, passed = _lambda_gate(d)
+    cells = {}
+    for k in structures:
+        v = lam.get(k)
+        evaluated = k not in skipped
+        gate = None if threshold is None or not evaluated else bool(_finite(v) and v <= threshold)
+        cells[k] = {"lambda": v, "skipped": skipped.get(k), "n_evals": evals.get(k), "gate": gate}
+    vals = [c["lambda"] for c in cells.values() if _finite(c["lambda"])]
+    if dropped:
+        mean, mx = (sum(vals) / len(vals), max(vals)) if vals else (None, None)
+        if threshold is not None:  # as jaxcert.lam: every evaluated structure within the gate, and at least one
+            gates = [c["gate"] for c in cells.values() if c["gate"] is not None]
+            passed = bool(gates) and all(gates)
+        n_evals = sum(int(c["n_evals"] or 0) for c in cells.values())
+    else:
+        mean, mx = d.get("mean"), d.get("max")
+        n_evals = sum(int(v or 0) for v in evals.values()) if evals else None
+    return {
+        "label": s.model_name, "file": s.name, "model": d.get("model"), "method": d.get("method"),
+        "dtype": d.get("dtype"), "versions": d.get("versions") or {}, "wall_time_s": d.get("wall_time_s"),
+        "n_evals": n_evals, "mean": mean, "max": mx, "gate": passed, "gate_threshold": threshold,
+        "recomputed": dropped, "cells": cells,
+        "machine": (d.get("machine") or {}).get("cpu_model") or (d.get("machine") or {}).get("processor"),
+    }
+
+
+def _unique_labels(rows: list[dict[str, Any]]) -> None:
+    """Make row labels unique: the model name, + [dtype] where that tells duplicates apart, + (file name)."""
+    def groups() -> dict[str, list[dict[str, Any]]]:
+        g: dict[str, list[dict[str, Any]]] = {}
+        for r in rows:
+            g.setdefault(r["label"], []).append(r)
+        return {k: v for k, v in g.items() if len(v) > 1}
+
+    for group in groups().values():
+        if len({str(r.get("dtype")) for r in group}) > 1:
+            for r in group:
+                r["label"] = f"{r['label']} [{r.get('dtype')}]"
+    for group in groups().values():
+        for r in group:
+            r["label"] = f"{r['label']} ({os.path.basename(r['file'])})"
+    for group in groups().values():
+        for k, r in enumerate(group):
+            r["label"] = f"{r['label']} #{k + 1}"
+
+
+def _version_keys(rows: list[dict[str, Any]]) -> list[str]:
+    """Version columns: jaxcert and jax always, then every other package whose version differs."""
+    keys: list[str] = []
+    for r in rows:
+        keys += [k for k in r["versions"] if k not in keys]
+    always = [k for k in ("jaxcert", "jax") if any(k in r["versions"] for r in rows)]
+    differ = [k for k in keys if k not in always and len({str(r["versions"].get(k)) for r in rows}) > 1]
+    return always + differ
+
+
+# ------------------------------------------------------------------------------------------------ board
+def build_board(sources: Sequence[str | os.PathLike | Source], align: str = "strict",
+                allow_version_mismatch: bool = False) -> dict[str, Any]:
+    """The comparison board of ``sources`` (paths or :class:`Source`) as a strict-JSON dict.
+
+    Args:
+      sources: report files (at least one), all ``jaxcert-report/1`` or all ``jaxcert-lambda/1``.
+      align: ``"strict"`` (refuse different element / probe / structure sets) or ``"intersection"``.
+      allow_version_mismatch: compare reports written by different jaxcert versions.
+    """
+    if align not in ALIGN_MODES:
+        raise InputError(f"--align: got {align!r}; allowed: {', '.join(ALIGN_MODES)}")
+    srcs = [s if isinstance(s, Source) else load(s) for s in sources]
+    if not srcs:
+        raise InputError("reports: got none; allowed: one or more report JSON files")
+    kind = _check_same_kind(srcs)
+    notes = _check_versions(srcs, allow_version_mismatch)
+    if kind == "report":
+        elements, drop_el, bad_el = _align(srcs, "element", lambda s: [str(e) for e in s.data["elements"]], align)
+        columns, drop_pr, bad_pr = _align(srcs, "probe", lambda s: s.columns, align)
+        _refuse([bad_el, bad_pr], "elements and probes" if bad_el and bad_pr else
+                "elements" if bad_el else "probes")
+        rows = [_report_row(s, columns, elements, s.name in drop_el, s.name in drop_pr) for s in srcs]
+        dropped = [{"file": s.name, "elements": drop_el.get(s.name, []), "probes": drop_pr.get(s.name, [])}
+                   for s in srcs if s.name in drop_el or s.name in drop_pr]
+        methods = sorted({r["agg"] for r in rows})
+        if len(methods) > 1:
+            notes.append(f"overall scores use different aggregations ({', '.join(methods)})")
+        explanations = {c: explain(c) for c in columns}
+    else:
+        elements = []
+        columns, drop_st, bad_st = _align(srcs, "structure", lambda s: s.columns, align)
+        _refuse([bad_st], "structures")
+        rows = [_lambda_row(s, columns, s.name in drop_st) for s in srcs]
+        dropped = [{"file": s.name, "structures": drop_st[s.name]} for s in srcs if s.name in drop_st]
+        methods = sorted({str(r["method"]) for r in rows})
+        if len(methods) > 1:
+            notes.append(f"λ methods differ ({', '.join(methods)})")
+        explanations = {"lambda": explain("lambda")}
+    _unique_labels(rows)
+    dtypes = sorted({str(r["dtype"]) for r in rows if r["dtype"] is not None})
+    if len(dtypes) > 1:
+        notes.append(f"precisions differ ({', '.join(dtypes)}): round-off floors differ")
+    return to_jsonable({
+        "schema": BOARD_SCHEMA, "kind": kind, "align": align, "columns": columns, "elements": elements,
+        "dropped": dropped, "notes": notes, "version_keys": _version_keys(rows), "explanations": explanations,
+        "rows": rows,
+    })
+
+
+def board_json(board: dict[str, Any], path: str | None = None) -> str:
+    """The board as strict JSON text (``allow_nan=False``), written to ``path`` when given."""
+    text = json.dumps(board, indent=2, allow_nan=False)
+    if path is not None:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+    return text
+
+
+# ------------------------------------------------------------------------------------------------ sorting
+def _fixed_keys(kind: str) -> dict[str, tuple[Any, bool]]:
+    """Sort key → (getter, descending by default)."""
+    common = {
+        "model": (lambda r: r["label"].lower(), False),
+        "evals": (lambda r: r["n_evals"], False),
+        "wall": (lambda r: r["wall_time_s"], False),
+        "dtype": (lambda r: r["dtype"], False),
+    }
+    if kind == "report":
+        return {**common, "overall": (lambda r: r["overall"], True),
+                "gates": (lambda r: (r["gates_passed"] / r["gates_total"]) if r["gates_total"] else None, True)}
+    return {**common, "mean": (lambda r: r["mean"], False), "max": (lambda r: r["max"], False),
+            "gate": (lambda r: None if r["gate"] is None else int(r["gate"]), True)}
+
+
+def _column_getter(kind: str, col: str) -> tuple[Any, bool]:
+    if kind == "report":
+        return (lambda r: r["cells"][col]["score"]), True
+    return (lambda r: r["cells"][col]["lambda"]), False
+
+
+def sort_keys(board: dict[str, Any]) -> list[str]:
+    """Every accepted ``sort`` key: the fixed columns, then the probe (λ: structure) names."""
+    return list(_fixed_keys(board["kind"])) + list(board["columns"])
+
+
+def sort_rows(board: dict[str, Any], key: str | None = None, reverse: bool = False) -> list[dict[str, Any]]:
+    """Rows ordered by ``key`` (scores and gates highest first; λ, evaluations, wall time and names lowest
+    first; ``reverse`` flips), missing values last, ties in file order.  ``None`` keeps the file order."""
+    rows = list(board["rows"])
+    if key is None:
+        return rows[::-1] if reverse else rows
+    fixed = _fixed_keys(board["kind"])
+    if key in fixed:
+        get, desc = fixed[key]
+    elif key in board["columns"]:
+        get, desc = _column_getter(board["kind"], key)
+    else:
+        raise InputError(f"--sort: got {key!r}; allowed: {', '.join(sort_keys(board))}")
+    desc = desc != reverse
+    have = [r for r in rows if get(r) is not None]
+    none = [r for r in rows if get(r) is None]
+    return sorted(have, key=get, reverse=desc) + none
+
+
+# ------------------------------------------------------------------------------------------------ text
+def _score_cell(c: dict[str, Any]) -> str:
+    if c["status"] == "skipped" or (c["score"] is None and c["status"] != "error"):
+        return "skip"
+    if c["status"] == "error":
+        return "crash"
+    mark = "" if c["gate"] is None else (" ✓" if c["gate"] else " ✗")
+    return f"{c['score']:.3f}{mark}"
+
+
+def _lambda_cell(c: dict[str, Any]) -> str:
+    if c["skipped"] is not None or not _finite(c["lambda"]):
+        return "skip"
+    mark = "" if c["gate"] is None else (" ✓" if c["gate"] else " ✗")
+    return f"{c['lambda']:.2e}{mark}"
+
+
+def _num(v: Any, fmt: str) -> str:
+    return "—" if not _finite(v) else format(v, fmt)
+
+
+def _gate_text(v: bool | None) -> str:
+    return "" if v is None else ("PASS" if v else "FAIL")
+
+
+def _table_rows(board: dict[str, Any], rows: list[dict[str, Any]], labels: list[str]) -> list[list[str]]:
+    out = []
+    vkeys = board["version_keys"]
+    for r in rows:
+        if board["kind"] == "report":
+            head = [r["label"], _num(r["overall"], ".4f"), f"{r['gates_passed']}/{r['gates_total']}"]
+            body = [_score_cell(r["cells"][c]) for c in board["columns"]]
+        else:
+            head = [r["label"], _num(r["mean"], ".2e"), _num(r["max"], ".2e"), _gate_text(r["gate"])]
+            body = [_lambda_cell(r["cells"][c]) for c in board["columns"]]
+        tail = [_num(r["n_evals"], "d"), _num(r["wall_time_s"], ".1f"), str(r["dtype"] or "—")]
+        out.append(head + body + tail + [str(r["versions"].get(k, "—")) for k in vkeys])
+    return [labels] + out
+
+
+def _header(board: dict[str, Any]) -> list[str]:
+    if board["kind"] == "report":
+        head = ["Model", "Overall", "Gates"] + [short_name(c) for c in board["columns"]]
+    else:
+        head = ["Model", "λ mean", "λ max", "Gate"] + list(board["columns"])
+    return head + ["Evals", "Wall s", "dtype"] + list(board["version_keys"])
+
+
+def _summary_line(board: dict[str, Any]) -> str:
+    n = len(board["rows"])
+    if board["kind"] == "report":
+        what = f"{n} certification report{'s' * (n != 1)} · elements {_join(board['elements'])}"
+    else:
+        what = f"{n} λ report{'s' * (n != 1)} · {len(board['columns'])} structures"
+    return f"jaxcert comparison board · {what} · alignment {board['align']}"
+
+
+def _dropped_lines(board: dict[str, Any]) -> list[str]:
+    out = []
+    for d in board["dropped"]:
+        parts = [f"{what} {_join(d[what])}" for what in ("elements", "probes", "structures") if d.get(what)]
+        out.append(f"  dropped from {d['file']}: {'; '.join(parts)}")
+    if out:
+        redo = ("cells of reports that lost elements and overall scores of reports that lost probes or elements "
+                "are recomputed over what is kept" if board["kind"] == "report" else
+                "λ mean and max are recomputed over the kept structures")
+        out = ["aligned by intersection (" + redo + "):"] + out
+    return out
+
+
+LAYOUTS = ("auto", "models", "probes")
+
+
+def _render(table: list[list[str]]) -> list[str]:
+    """Aligned pipe table: first column left, the others right, a rule under the header."""
+    ncol = len(table[0])
+    widths = [max(len(r[c]) for r in table) for c in range(ncol)]
+    lines = []
+    for k, r in enumerate(table):
+        cells = [r[0].ljust(widths[0])] + [r[c].rjust(widths[c]) for c in range(1, ncol)]
+        lines.append("| " + " | ".join(cells) + " |")
+        if k == 0:
+            lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return lines
+
+
+def board_table(board: dict[str, Any], sort: str | None = None, reverse: bool = False, width: int = 110,
+                layout: str = "auto") -> str:
+    """The board for a terminal, then the legend, alignment notes and one sentence per probe saying what it
+    tests.
+
+    ``layout="models"``: one row per report (the order of :func:`sort_rows` top to bottom), probe columns
+    under short names; ``"probes"``: transposed, one row per probe (full names) and one column per report,
+    in the sorted order left to right; ``"auto"``: models as rows when that table fits in ``width``
+    characters, else transposed.
+    """
+    if layout not in LAYOUTS:
+        raise InputError(f"--layout: got {layout!r}; allowed: {', '.join(LAYOUTS)}")
+    rows = sort_rows(board, sort, reverse)
+    header = _header(board)
+    table = _table_rows(board, rows, header)
+    lines = _render(table)
+    if layout == "probes" or (layout == "auto" and max(map(len, lines)) > width):
+        layout = "probes"
+        full = list(header)
+        n_fixed = 3 if board["kind"] == "report" else 4
+        full[n_fixed:n_fixed + len(board["columns"])] = board["columns"]
+        first = "Probe" if board["kind"] == "report" else "Structure"
+        lines = _render([[first] + [r[0] for r in table[1:]]] +
+                        [[full[c]] + [r[c] for r in table[1:]] for c in range(1, len(full))])
+    out = [_summary_line(board), ""] + lines + [""]
+    order = "in file order" if sort is None else f"sorted by {sort}" + (" (reversed)" if reverse else "")
+    where = "rows" if layout == "models" else "columns (left to right)"
+    if board["kind"] == "report":
+        legend = [f"cells: probe score, mean over elements (1 = the identity holds); ✓ gate passed, ✗ gate "
+                  f"failed, no mark: graded only; models as {where} {order}"]
+        abbrev = [f"{short_name(c)} = {c}" for c in board["columns"] if short_name(c) != c]
+        if abbrev and layout == "models":
+            legend.append("columns: " + ", ".join(abbrev))
+    else:
+        legend = [f"cells: λ per structure (0 = conservative forces); ✓/✗ the λ gate where the report has one; "
+                  f"models as {where} {order}"]
+    for text in legend:
+        out.extend(textwrap.wrap(text, width=width, subsequent_indent="  ", break_on_hyphens=False))
+    out += _dropped_lines(board)
+    out += [f"note: {n}" for n in board["notes"]]
+    names = list(board["columns"]) if board["kind"] == "report" else ["lambda"]
+    why = wrapped(names, width=width, title="what each probe tests (identity; what a failure means):")
+    if why:
+        out += [""] + why
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------------------------------------ html
+def lambda_colour(v: float | None) -> str:
+    """Fill colour of a λ value: green at ≤ 1e-7 (round-off), red at ≥ 0.1, log-linear between."""
+    from jaxcert._html import score_colour
+
+    if not _finite(v):
+        return score_colour(None)
+    if v <= LAMBDA_GREEN:
+        return score_colour(1.0)
+    t = (math.log10(LAMBDA_RED) - math.log10(v)) / (math.log10(LAMBDA_RED) - math.log10(LAMBDA_GREEN))
+    return score_colour(min(max(t, 0.0), 1.0))
+
+
+_CSS = (
+    "body{font-family:sans-serif;max-width:1400px;margin:2em auto;color:#222}"
+    "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}"
+    "td:first-child,th:first-child{text-align:left}th{background:#f4f4f4;white-space:nowrap}"
+    "table.board th{cursor:pointer}th[aria-sort=ascending]::after{content:' ▲'}"
+    "th[aria-sort=descending]::after{content:' ▼'}td.cell{color:#fff;font-weight:bold;white-space:nowrap}"
+    "td.skip{background:#ccc;color:#333}.pass{color:#1a7f37}.fail{color:#c62828}"
+    "td.cell .pass,td.cell .fail{color:#fff}button.tog{border:0;background:none;cursor:pointer;font-size:100%}"
+    "tr.drill>td{background:#fafafa}tr.drill table td{font-size:90%}.note{color:#555}"
+    "dt{font-weight:bold;margin-top:.5em}details{margin:.4em 0}summary{cursor:pointer}"
+    "a.why{text-decoration:none;font-size:85%}"
+)
+
+# Sorting: a header click orders the <tbody class=row> groups (a model row and its drill-down row) by the
+# data-v of the clicked column, numbers numerically, blanks last; the first click uses data-first.
+_JS = """
+function jcSort(th){
+  var table=th.closest('table'), idx=Array.prototype.indexOf.call(th.parentNode.children, th);
+  var dir=th.getAttribute('aria-sort')==='descending'?'ascending':
+          th.getAttribute('aria-sort')==='ascending'?'descending':th.dataset.first;
+  Array.prototype.forEach.call(th.parentNode.children, function(h){h.removeAttribute('aria-sort');});
+  th.setAttribute('aria-sort', dir);
+  var num=th.dataset.type==='num', sign=dir==='ascending'?1:-1;
+  var groups=Array.prototype.slice.call(table.querySelectorAll('tbody.row'));
+  function val(g){var v=g.rows[0].cells[idx].dataset.v; if(v===undefined||v==='') return null;
+                  return num?parseFloat(v):v.toLowerCase();}
+  groups.sort(function(a, b){var x=val(a), y=val(b);
+    if(x===null&&y===null) return 0; if(x===null) return 1; if(y===null) return -1;
+    return (x<y?-1:x>y?1:0)*sign;});
+  groups.forEach(function(g){table.appendChild(g);});
+}
+function jcOpen(id){var d=document.getElementById(id); if(d&&d.tagName==='DETAILS') d.open=true;}
+function jcToggle(b){
+  var d=b.closest('tbody').querySelector('tr.drill'); d.hidden=!d.hidden;
+  b.textContent=d.hidden?'\u25b8':'\u25be'; b.setAttribute('aria-expanded', String(!d.hidden));
+}
+"""
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x))
+
+
+def _v(x: Any) -> str:
+    """A data-v attribute value: numbers in repr form, blanks for missing."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return ""
+    return _e(repr(float(x)) if isinstance(x, (int, float)) and not isinstance(x, bool) else x)
+
+
+def _th(text: str, key_type: str, first: str, title: str = "", link: str = "") -> str:
+    t = f" title='{_e(title)}'" if title else ""
+    a = (f" <a class=why href='#{_e(link)}' onclick='event.stopPropagation();jcOpen(\"{_e(link)}\")' "
+         f"title='what this probe tests, per element'>?</a>") if link else ""
+    return (f"<th onclick='jcSort(this)' data-type={key_type} data-first={first}{t}>{_e(text)}{a}</th>")
+
+
+def _gate_html(g: bool | None) -> str:
+    return "" if g is None else ("<span class=pass>✓</span>" if g else "<span class=fail>✗</span>")
+
+
+def _score_td(c: dict[str, Any]) -> str:
+    from jaxcert._html import score_colour
+
+    text = _score_cell(c)
+    if text in ("skip", "crash") and c["score"] is None:
+        return f"<td class='cell skip' data-v='' title='{_e(c.get('message') or c['status'])}'>{text}</td>"
+    tip = f"defect {format_defect(c['defect'], c['defect_stderr'])} · {c['n_evals']} evaluations · {c['status']}"
+    return (f"<td class=cell style='background:{score_colour(c['score'])}' data-v='{_v(c['score'])}' "
+            f"title='{_e(tip)}'>{c['score']:.3f} {_gate_html(c['gate'])}</td>")
+
+
+def _lambda_td(c: dict[str, Any]) -> str:
+    if c["skipped"] is not None or not _finite(c["lambda"]):
+        return f"<td class='cell skip' data-v='' title='{_e(c['skipped'] or 'no value')}'>skip</td>"
+    return (f"<td class=cell style='background:{lambda_colour(c['lambda'])}' data-v='{_v(c['lambda'])}' "
+            f"title='{_e(c['n_evals'])} evaluations'>{c['lambda']:.2e} {_gate_html(c['gate'])}</td>")
+
+
+def _report_drill(board: dict[str, Any], r: dict[str, Any]) -> str:
+    """Per-element scores and defects of one model: probes × elements (plus the per-element overall)."""
+    from jaxcert._html import score_colour
+
+    els = board["elements"]
+    out = ["<table><tr><th>probe</th>" + "".join(f"<th>{_e(el)}</th>" for el in els) + "</tr>"]
+    for col in board["columns"]:
+        c = r["cells"][col]
+        tds = []
+        for el in els:
+            e = c["per_element"][el]
+            if e["status"] in NOT_RUN or e["score"] is None:
+                tds.append(f"<td class='skip'>{_e(e['status'])}</td>")
+                continue
+            tds.append(f"<td class=cell style='background:{score_colour(e['score'])}'>{e['score']:.3f} "
+                       f"{_gate_html(e['gate'])}<br><small>defect "
+                       f"{_e(format_defect(e['defect'], e['defect_stderr']))}</small></td>")
+        out.append(f"<tr><td><a href='#probe-{_e(col)}'>{_e(col)}</a></td>{''.join(tds)}</tr>")
+    po = r.get("per_element_overall") or {}
+    out.append("<tr><td><b>overall</b></td>" + "".join(f"<td>{_num(po.get(el), '.4f')}</td>" for el in els)
+               + "</tr></table>")
+    model = r["model"] if isinstance(r["model"], dict) else {"name": r["model"]}
+    info = " · ".join(f"{_e(k)}: {_e(v)}" for k, v in model.items())
+    host = r.get("host_evaluations")
+    extra = f"<br>host model evaluations: {_e(host)}" if host else ""
+    return (f"<p class=note>{_e(r['file'])} · seed {_e(r.get('seed'))} · aggregation {_e(r['agg'])}"
+            f"{' · recomputed over the aligned set' if r['recomputed'] else ''}<br>{info}{extra}</p>"
+            + "".join(out))
+
+
+def _lambda_drill(board: dict[str, Any], r: dict[str, Any]) -> str:
+    out = ["<table><tr><th>structure</th><th>λ</th><th>gate</th><th>evaluations</th><th>note</th></tr>"]
+    for col in board["columns"]:
+        c = r["cells"][col]
+        lam = "skip" if not _finite(c["lambda"]) else f"{c['lambda']:.3e}"
+        out.append(f"<tr><td>{_e(col)}</td><td>{lam}</td><td>{_gate_html(c['gate'])}</td>"
+                   f"<td>{_e(c['n_evals'])}</td><td style='text-align:left'>{_e(c['skipped'] or '')}</td></tr>")
+    thr = r.get("gate_threshold")
+    return (f"<p class=note>{_e(r['file'])} · method {_e(r['method'])}"
+            f"{f' · gate λ < {thr:g}' if _finite(thr) else ''}"
+            f"{' · mean/max recomputed over the aligned set' if r['recomputed'] else ''}</p>" + "".join(out) +
+            "</table>")
+
+
+def _probe_sections(board: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+    """One expandable section per probe: models × elements (score, gate, defect ± stderr)."""
+    from jaxcert._html import score_colour
+
+    out = ["<h2>Per probe and element</h2>"]
+    els = board["elements"]
+    for col in board["columns"]:
+        why = board["explanations"].get(col) or ""
+        out.append(f"<details id='probe-{_e(col)}'><summary><b>{_e(col)}</b> — {_e(why)}</summary>")
+        out.append("<table><tr><th>model</th><th>mean</th>" + "".join(f"<th>{_e(el)}</th>" for el in els) + "</tr>")
+        for r in rows:
+            c = r["cells"][col]
+            tds = [_score_td(c)]
+            for el in els:
+                e = c["per_element"][el]
+                if e["score"] is None:
+                    tds.append(f"<td class=skip>{_e(e['status'])}</td>")
+                else:
+                    tds.append(f"<td class=cell style='background:{score_colour(e['score'])}'>{e['score']:.3f} "
+                               f"{_gate_html(e['gate'])}<br><small>defect "
+                               f"{_e(format_defect(e['defect'], e['defect_stderr']))}</small></td>")
+            out.append(f"<tr><td>{_e(r['label'])}</td>{''.join(tds)}</tr>")
+        out.append("</table></details>")
+    return out
+
+
+def board_html(board: dict[str, Any], sort: str | None = None, reverse: bool = False) -> str:
+    """The board as one self-contained HTML page (inline CSS and JS; no external resources)."""
+    rows = sort_rows(board, sort, reverse)
+    kind = board["kind"]
+    heads = [_th("Model", "text", "ascending")]
+    if kind == "report":
+        heads += [_th("Overall", "num", "descending"), _th("Gates", "num", "descending")]
+        heads += [_th(c, "num", "descending", title=board["explanations"].get(c) or "", link=f"probe-{c}")
+                  for c in board["columns"]]
+    else:
+        why = board["explanations"].get("lambda") or ""
+        heads += [_th("λ mean", "num", "ascending", title=why, link="why-lambda"),
+                  _th("λ max", "num", "ascending", title=why), _th("Gate", "num", "descending")]
+        heads += [_th(c, "num", "ascending", title=why) for c in board["columns"]]
+    heads += [_th("Evals", "num", "ascending"), _th("Wall (s)", "num", "ascending"), _th("dtype", "text", "ascending")]
+    heads += [_th(k, "text", "ascending") for k in board["version_keys"]]
+    ncol = len(heads)
+    body = []
+    for r in rows:
+        tds = [f"<td data-v='{_e(r['label'].lower())}'><button class=tog aria-expanded=false "
+               f"onclick='jcToggle(this)' title='per-element scores'>▸</button> {_e(r['label'])}</td>"]
+        if kind == "report":
+            frac = r["gates_passed"] / r["gates_total"] if r["gates_total"] else None
+            tds.append(f"<td data-v='{_v(r['overall'])}'>{_num(r['overall'], '.4f')}</td>")
+            tds.append(f"<td data-v='{_v(frac)}'>{r['gates_passed']}/{r['gates_total']}</td>")
+            tds += [_score_td(r["cells"][c]) for c in board["columns"]]
+            drill = _report_drill(board, r)
+        else:
+            g = None if r["gate"] is None else int(r["gate"])
+            tds.append(f"<td data-v='{_v(r['mean'])}'>{_num(r['mean'], '.2e')}</td>")
+            tds.append(f"<td data-v='{_v(r['max'])}'>{_num(r['max'], '.2e')}</td>")
+            tds.append(f"<td data-v='{_v(g)}'>{_gate_html(r['gate'])}</td>")
+            tds += [_lambda_td(r["cells"][c]) for c in board["columns"]]
+            drill = _lambda_drill(board, r)
+        tds.append(f"<td data-v='{_v(r['n_evals'])}'>{_num(r['n_evals'], 'd')}</td>")
+        tds.append(f"<td data-v='{_v(r['wall_time_s'])}'>{_num(r['wall_time_s'], '.1f')}</td>")
+        tds.append(f"<td data-v='{_e(r['dtype'] or '')}'>{_e(r['dtype'] or '—')}</td>")
+        tds += [f"<td data-v='{_e(r['versions'].get(k, ''))}'>{_e(r['versions'].get(k, '—'))}</td>"
+                for k in board["version_keys"]]
+        body.append(f"<tbody class=row><tr class=main>{''.join(tds)}</tr>"
+                    f"<tr class=drill hidden><td colspan={ncol}>{drill}</td></tr></tbody>")
+    order = "in file order" if sort is None else f"sorted by {_e(sort)}" + (" (reversed)" if reverse else "")
+    legend = ("Cells: probe score, the mean over elements, coloured from red (0) to green (1); ✓ gate passed, "
+              "✗ gate failed, no mark: graded only. " if kind == "report" else
+              "Cells: λ per structure, coloured green at round-off (≤ 1e-7) to red (≥ 0.1); ✓/✗ the λ gate where "
+              "the report has one. ")
+    notes = [f"<p class=note>{_e(line.strip())}</p>" for line in _dropped_lines(board)]
+    notes += [f"<p class=note>note: {_e(n)}</p>" for n in board["notes"]]
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>jaxcert comparison board</title>",
+        f"<style>{_CSS}</style></head><body>",
+        "<h1>jaxcert comparison board</h1>",
+        f"<p>{_e(_summary_line(board))}</p>",
+        f"<p class=note>{legend}Click a column header to sort (rows now {order}); click ▸ for a model's "
+        "per-element values, ? for a probe's.</p>",
+        *notes,
+        f"<table id=board class=board><thead><tr>{''.join(heads)}</tr></thead>{''.join(body)}</table>",
+    ]
+    if kind == "report":
+        parts += _probe_sections(board, rows)
+    names = list(board["columns"]) if kind == "report" else ["lambda"]
+    parts.append("<h2 id=why>What each probe tests</h2><dl>" + "".join(
+        f"<dt id='why-{_e(n)}'>{_e(n)}</dt><dd>{_e(EXPLANATIONS.get(n, 'no explanation recorded'))}</dd>"
+        for n in names) + "</dl>")
+    parts.append("<h2>Reports</h2><table><tr><th>model</th><th>file</th><th>dtype</th><th>versions</th>"
+                 "<th>machine</th></tr>" + "".join(
+                     f"<tr><td>{_e(r['label'])}</td><td style='text-align:left'>{_e(r['file'])}</td>"
+                     f"<td>{_e(r['dtype'] or '—')}</td><td style='text-align:left'>"
+                     f"{_e(', '.join(f'{k} {v}' for k, v in r['versions'].items()) or '—')}</td>"
+                     f"<td style='text-align:left'>{_e(r.get('machine') or '—')}</td></tr>" for r in rows)
+                 + "</table>")
+    parts.append(f"<script>{_JS}</script></body></html>")
+    return "\n".join(parts)

@@ -1,0 +1,300 @@
+"""The comparison board (jaxcert/compare.py, `jaxcert compare`, docs/compare.md) on real small reports."""
+
+import html
+import json
+import re
+
+import pytest
+
+import jaxcert
+from jaxcert import compare, explain
+from jaxcert.cli import main
+from jaxcert.inputs import InputError
+from jaxcert.probes.suite import combine_scores
+from tests.test_report import cheap_reports
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """Report JSON files: the cheap certification reports plus two λ reports on two molecules."""
+    from jaxcert import substrates
+    from jaxcert.models import defects
+
+    d = tmp_path_factory.mktemp("reports")
+    out = {}
+    for name, rep in cheap_reports().items():
+        out[name] = str(d / f"{name}.json")
+        rep.to_json(out[name])
+    structures = substrates.lambda_structures()
+    lj = jaxcert.models.get("lj")
+    for name, model, keys in (("lam_clean", lj, ("H2O", "NH3")), ("lam_curl", defects.curl(lj, 0.3), ("H2O", "NH3")),
+                              ("lam_other", lj, ("H2O", "CH4"))):
+        res = jaxcert.lam(model, structures={k: structures[k] for k in keys})
+        out[name] = str(d / f"{name}.json")
+        with open(out[name], "w") as fh:
+            json.dump(res.to_dict(), fh, allow_nan=False)
+    out["dir"] = d
+    return out
+
+
+def _read(path):
+    with open(path) as fh:
+        return json.load(fh)
+
+
+def _variant(files, name, new_name, edit):
+    """A copy of report ``name`` with ``edit(dict)`` applied (e.g. written by another version)."""
+    d = _read(files[name])
+    edit(d)
+    path = files["dir"] / f"{new_name}.json"
+    path.write_text(json.dumps(d))
+    return str(path)
+
+
+def _table_rows(text):
+    """(label, cells) of the board's data rows, in printed order."""
+    lines = [ln for ln in text.splitlines() if ln.startswith("| ")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in lines[1:]]
+    return header, rows
+
+
+# ------------------------------------------------------------------ cells
+def test_cells_are_the_input_values(files):
+    paths = [files["clean"], files["curl"], files["c_si"]]
+    board = compare.build_board(paths)
+    assert board["kind"] == "report" and board["columns"] == ["equivariance", "stress_consistency"]
+    assert board["elements"] == ["Si", "C"] and board["dropped"] == []
+    for row, path in zip(board["rows"], paths, strict=True):
+        src = _read(path)
+        assert row["file"] == path and not row["recomputed"]
+        assert row["overall"] == src["aggregate"]["overall"] and row["n_evals"] == src["aggregate"]["n_evals"]
+        assert row["dtype"] == src["dtype"] and row["versions"] == src["versions"]
+        assert (row["gates_passed"], row["gates_total"]) == (src["aggregate"]["gates_passed"],
+                                                             src["aggregate"]["gates_total"])
+        for p in src["probes"]:
+            cell = row["cells"][p["name"]]
+            assert (cell["score"], cell["gate"], cell["defect"], cell["n_evals"]) == (
+                p["score"], p["gate"], p["defect"], p["n_evals"])
+            for el, e in p["per_element"].items():
+                assert (cell["per_element"][el]["score"], cell["per_element"][el]["gate"]) == (e["score"], e["gate"])
+    labels = [r["label"] for r in board["rows"]]
+    assert len(set(labels)) == 3 and labels[1] == _read(files["curl"])["model"]["name"]
+    # the curl model fails the equivariance gate on the board as in its report
+    assert board["rows"][1]["cells"]["equivariance"]["gate"] is False
+
+
+def test_board_json_is_strict_and_reproduces_the_board(files, tmp_path, capsys):
+    out = tmp_path / "board.json"
+    assert main(["compare", files["clean"], files["curl"], "--json", str(out)]) == 0
+    text = out.read_text()
+    d = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
+    assert d["schema"] == "jaxcert-board/1"
+    assert d == compare.build_board([files["clean"], files["curl"]])
+
+
+# ------------------------------------------------------------------ sorting
+@pytest.mark.parametrize("key", ["overall", "wall", "model", "equivariance"])
+def test_terminal_board_is_sorted_by_the_requested_column(files, capsys, key):
+    paths = [files["clean"], files["curl"], files["c_si"]]
+    assert main(["compare", *paths, "--sort", key, "--layout", "models"]) == 0
+    header, rows = _table_rows(capsys.readouterr().out)
+    board = compare.build_board(paths)
+    by_label = {r["label"]: r for r in board["rows"]}
+    printed = [by_label[r[0]] for r in rows]
+    value = {"overall": lambda r: r["overall"], "wall": lambda r: r["wall_time_s"],
+             "model": lambda r: r["label"].lower(), "equivariance": lambda r: r["cells"]["equivariance"]["score"]}[key]
+    values = [value(r) for r in printed]
+    descending = key in ("overall", "equivariance")
+    assert values == sorted(values, reverse=descending)
+    assert len(printed) == 3
+    out = _flat(compare.board_table(board, sort=key))
+    assert all(_flat(explain.explain(c)) in out for c in board["columns"])  # every probe column is explained
+    # transposed (probes as rows), the models are the columns, in the same order
+    assert main(["compare", *paths, "--sort", key, "--layout", "probes"]) == 0
+    t_header, t_rows = _table_rows(capsys.readouterr().out)
+    assert t_header[1:] == [r[0] for r in rows]
+    assert [r[0] for r in t_rows][:3] == ["Overall", "Gates", *board["columns"][:1]]
+    # --reverse flips the order (ties keep file order either way)
+    assert main(["compare", *paths, "--sort", key, "--reverse", "--layout", "models"]) == 0
+    _, again = _table_rows(capsys.readouterr().out)
+    rev = [value(by_label[r[0]]) for r in again]
+    assert rev == sorted(values, reverse=not descending)
+    col = header.index(explain.short_name(key)) if key == "equivariance" else None
+    if col is not None:  # the printed cell is the input score with its gate mark
+        for r in rows:
+            c = by_label[r[0]]["cells"]["equivariance"]
+            assert r[col] == f"{c['score']:.3f} {'✓' if c['gate'] else '✗'}"
+
+
+def test_auto_layout_transposes_a_board_too_wide_for_the_terminal(files):
+    board = compare.build_board([files["clean"], files["curl"]])
+    wide, narrow = compare.board_table(board, width=1000), compare.board_table(board, width=60)
+    assert _table_rows(wide)[0][0] == "Model" and _table_rows(narrow)[0][0] == "Probe"
+    assert max(len(ln) for ln in wide.splitlines() if ln.startswith("|")) > 60
+    assert _table_rows(narrow)[0][1:] == [r["label"] for r in board["rows"]]
+
+
+def test_unknown_sort_column_is_an_input_error(files, capsys):
+    assert main(["compare", files["clean"], "--sort", "bogus"]) == 2
+    err = capsys.readouterr().err
+    assert "--sort" in err and "overall" in err and len(err.strip().splitlines()) == 1
+
+
+# ------------------------------------------------------------------ html
+def test_html_board_is_self_contained_sortable_and_explained(files, tmp_path, capsys):
+    page_path = tmp_path / "board.html"
+    assert main(["compare", files["clean"], files["curl"], "--html", str(page_path), "--sort", "overall"]) == 0
+    page = page_path.read_text(encoding="utf-8")
+    assert not re.search(r"""(?:src|href)\s*=\s*['"]?\s*(?:https?:)?//""", page, re.I)
+    assert "<link" not in page and not re.search(r"<script[^>]+src", page)
+    script = re.findall(r"<script>(.*?)</script>", page, re.S)
+    assert len(script) == 1 and "function jcSort(th)" in script[0] and "function jcToggle(b)" in script[0]
+    board = page[page.index("<table id=board"):page.index("<h2>Per probe")]
+    heads = re.findall(r"<th [^>]*>", board.split("</thead>")[0])
+    assert heads and all("onclick='jcSort(this)'" in h for h in heads)
+    d = compare.build_board([files["clean"], files["curl"]])
+    main_rows = re.findall(r"<tr class=main>(.*?)</tr>", board, re.S)
+    assert len(main_rows) == 2 and board.count("<tr class=drill hidden>") == 2
+    for row in d["rows"]:
+        tr = next(t for t in main_rows if f"> {row['label']}</td>" in t)
+        for cell in row["cells"].values():
+            mark, cls = ("✓", "pass") if cell["gate"] else ("✗", "fail")
+            value = re.escape(repr(float(cell["score"])))
+            assert re.search(rf"data-v='{value}' [^>]*>{cell['score']:.3f} <span class={cls}>{mark}</span>", tr)
+    for name in d["columns"]:  # every probe column links its explanation and per-element drill-down
+        why = html.escape(explain.explain(name))
+        assert f"title='{why}'" in board and f"href='#probe-{name}'" in board
+        assert re.search(rf"<details id='probe-{name}'><summary><b>{name}</b> — {re.escape(why)}</summary>", page)
+    # the drill-down holds every element's score
+    for row in d["rows"]:
+        for el, e in row["cells"]["equivariance"]["per_element"].items():
+            assert f"{e['score']:.3f}" in page and f"<th>{el}</th>" in page
+
+
+# ------------------------------------------------------------------ alignment
+def test_different_elements_are_refused_unless_aligned(files):
+    with pytest.raises(InputError) as err:
+        compare.build_board([files["clean"], files["si_al"]])
+    msg = str(err.value)
+    assert files["clean"] in msg and files["si_al"] in msg and "element" in msg and "Al" in msg and "C" in msg
+    assert "--align intersection" in msg
+    board = compare.build_board([files["clean"], files["si_al"]], align="intersection")
+    assert board["elements"] == ["Si"]
+    assert {d["file"]: d["elements"] for d in board["dropped"]} == {files["clean"]: ["C"], files["si_al"]: ["Al"]}
+    src = _read(files["clean"])
+    row = board["rows"][0]
+    assert row["recomputed"]
+    for p in src["probes"]:
+        si = p["per_element"]["Si"]
+        cell = row["cells"][p["name"]]
+        assert (cell["score"], cell["defect"], cell["gate"], cell["n_evals"]) == (
+            si["score"], si["defect"], si["gate"], si["n_evals"])
+        assert list(cell["per_element"]) == ["Si"]
+    assert row["overall"] == pytest.approx(combine_scores([p["per_element"]["Si"]["score"] for p in src["probes"]],
+                                                          src["aggregate"]["method"]))
+    assert "dropped from" in compare.board_table(board) and "aligned by intersection" in compare.board_table(board)
+
+
+def test_same_elements_in_another_order_are_compared(files):
+    board = compare.build_board([files["clean"], files["c_si"]])
+    assert board["dropped"] == [] and board["elements"] == ["Si", "C"]
+
+
+def test_different_probes_are_refused_unless_aligned(files):
+    with pytest.raises(InputError, match="probe sets differ") as err:
+        compare.build_board([files["clean"], files["one_probe"]])
+    assert "equivariance" in str(err.value) and files["one_probe"] in str(err.value)
+    board = compare.build_board([files["clean"], files["one_probe"]], align="intersection")
+    assert board["columns"] == ["stress_consistency"]
+    assert board["dropped"] == [{"file": files["clean"], "elements": [], "probes": ["equivariance"]}]
+    src = _read(files["clean"])
+    kept = next(p for p in src["probes"] if p["name"] == "stress_consistency")
+    assert board["rows"][0]["overall"] == pytest.approx(kept["score"])
+    assert board["rows"][1]["overall"] == _read(files["one_probe"])["aggregate"]["overall"]  # nothing dropped
+
+
+def test_different_jaxcert_versions_are_refused(files):
+    def bump(d):
+        d["versions"]["jaxcert"] = d["versions"]["jaxcert"] + ".post1"
+
+    other = _variant(files, "curl", "curl_newer", bump)
+    with pytest.raises(InputError, match="jaxcert versions differ") as err:
+        compare.build_board([files["clean"], other])
+    assert files["clean"] in str(err.value) and other in str(err.value)
+    board = compare.build_board([files["clean"], other], allow_version_mismatch=True)
+    assert any("versions differ" in n for n in board["notes"])
+
+
+def test_partial_report_is_refused_with_the_resume_hint(files, capsys):
+    partial = _variant(files, "clean", "partial", lambda d: d.update(complete=False))
+    with pytest.raises(InputError, match="--resume") as err:
+        compare.load(partial)
+    assert partial in str(err.value) and "partial" in str(err.value)
+    assert main(["compare", files["clean"], partial]) == 2
+    assert "--resume" in capsys.readouterr().err
+    done = _variant(files, "clean", "finished", lambda d: d.update(complete=True))
+    assert compare.load(done).kind == "report"
+
+
+def test_bad_input_names_the_file(files, tmp_path, capsys):
+    cases = {
+        "missing": (str(tmp_path / "nope.json"), "no such file"),
+        "text": (tmp_path / "t.json", "not JSON"),
+        "noschema": (tmp_path / "n.json", "schema"),
+        "unknown": (tmp_path / "u.json", "unknown schema 'jaxcert-report/9'"),
+        "truncated": (tmp_path / "p.json", "not a valid jaxcert report"),
+    }
+    cases["text"][0].write_text("not json {")
+    cases["noschema"][0].write_text(json.dumps({"probes": []}))
+    cases["unknown"][0].write_text(json.dumps({"schema": "jaxcert-report/9"}))
+    cases["truncated"][0].write_text(json.dumps({"schema": "jaxcert-report/1", "elements": ["Si"]}))
+    assert main(["compare", files["clean"], "--html", str(tmp_path / "no" / "such" / "b.html")]) == 2
+    assert "--html: no such directory" in capsys.readouterr().err
+    for path, text in cases.values():
+        with pytest.raises(InputError, match=re.escape(text)) as err:
+            compare.build_board([files["clean"], str(path)])
+        assert str(path) in str(err.value)
+        assert main(["compare", files["clean"], str(path)]) == 2
+        err_text = capsys.readouterr().err
+        assert str(path) in err_text and len(err_text.strip().splitlines()) == 1
+
+
+# ------------------------------------------------------------------ λ
+def test_lambda_reports_compare_with_their_gate(files, capsys):
+    paths = [files["lam_curl"], files["lam_clean"]]
+    board = compare.build_board(paths)
+    assert board["kind"] == "lambda" and board["columns"] == ["H2O", "NH3"]
+    for row, path in zip(board["rows"], paths, strict=True):
+        src = _read(path)
+        assert row["mean"] == src["mean"] and row["max"] == src["max"]
+        assert {k: c["lambda"] for k, c in row["cells"].items()} == src["lambda"]
+        assert row["gate"] is src["gate"] and row["gate_threshold"] == src["gate_threshold"]
+        assert {k: c["gate"] for k, c in row["cells"].items()} == {
+            k: v <= src["gate_threshold"] for k, v in src["lambda"].items()}
+    assert [r["gate"] for r in board["rows"]] == [False, True]  # the curl force fails the λ gate
+    assert main(["compare", *paths, "--sort", "max", "--layout", "models"]) == 0
+    out = capsys.readouterr().out
+    header, rows = _table_rows(out)
+    assert [r[0] for r in rows] == ["lj", "lj+curl(0.3)"]  # lowest λ first
+    assert [r[header.index("Gate")] for r in rows] == ["PASS", "FAIL"]
+    assert _flat(explain.explain("lambda")) in _flat(out)
+
+
+def test_lambda_structures_align_and_kinds_do_not_mix(files):
+    with pytest.raises(InputError, match="structure sets differ"):
+        compare.build_board([files["lam_clean"], files["lam_other"]])
+    board = compare.build_board([files["lam_clean"], files["lam_other"]], align="intersection")
+    assert board["columns"] == ["H2O"]
+    h2o = _read(files["lam_other"])["lambda"]["H2O"]
+    assert board["rows"][1]["mean"] == board["rows"][1]["max"] == h2o
+    assert board["rows"][1]["gate"] is (h2o <= _read(files["lam_other"])["gate_threshold"])
+    assert board["dropped"] == [{"file": files["lam_clean"], "structures": ["NH3"]},
+                                {"file": files["lam_other"], "structures": ["CH4"]}]
+    with pytest.raises(InputError, match="cannot compare certification reports with λ reports") as err:
+        compare.build_board([files["clean"], files["lam_clean"]])
+    assert files["clean"] in str(err.value) and files["lam_clean"] in str(err.value)
+
+
+def _flat(text):
+    return " ".join(text.split())
