@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from jaxcert.explain import explain
-from jaxcert.report import format_defect
+from jaxcert.summary import format_defect
 
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f",
            "#bcbd22", "#393b79", "#637939"]

@@ -42,7 +42,7 @@ from typing import Any
 from jaxcert.explain import EXPLANATIONS, explain, short_name, wrapped
 from jaxcert.inputs import InputError
 from jaxcert.probes.base import NOT_RUN
-from jaxcert.report import combined_stderr, element_stderr, format_defect, to_jsonable
+from jaxcert.summary import combine_scores, combined_stderr, element_stderr, format_defect, to_jsonable
 
 __all__ = [
     "BOARD_SCHEMA", "REPORT_SCHEMA", "LAMBDA_SCHEMA", "ALIGN_MODES", "Source", "load", "build_board",
@@ -258,7 +258,6 @@ def _report_cell(path: str, p: dict[str, Any], elements: list[str], recompute: b
 
 
 def _combine(scores: list[Any], method: str) -> float | None:
-    from jaxcert.probes.suite import combine_scores  # imports JAX: only when an overall is recomputed
 
     v = combine_scores([float(s) for s in scores if _finite(s)], method)
     return v if math.isfinite(v) else None

@@ -26,74 +26,18 @@ from __future__ import annotations
 import dataclasses
 import html
 import json
-import math
 import platform
 from typing import Any
 
-import numpy as np
-
+from jaxcert._html import render_report
 from jaxcert.explain import wrapped
 from jaxcert.probes.base import NOT_RUN, UNSUPPORTED
+from jaxcert.summary import combine_scores, combined_stderr, element_stderr, format_defect, to_jsonable
 
 __all__ = ["Report", "to_jsonable", "SCHEMA", "package_versions", "machine", "format_defect", "combined_stderr",
            "probe_stderr"]
 
 SCHEMA = "jaxcert-report/1"
-
-
-def to_jsonable(x: Any) -> Any:
-    """Recursively convert to strict-JSON types (non-finite → None)."""
-    if isinstance(x, dict):
-        return {str(k): to_jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [to_jsonable(v) for v in x]
-    if hasattr(x, "dtype") and hasattr(x, "shape") and not isinstance(x, np.ndarray):
-        try:  # jax arrays, including typed PRNG keys
-            x = np.asarray(x)
-        except TypeError:
-            return str(x)
-    if isinstance(x, np.ndarray):
-        if x.dtype.kind in "OUS" or x.dtype.kind == "V":
-            return [to_jsonable(v) for v in x.tolist()]
-        return to_jsonable(x.tolist())
-    if isinstance(x, (np.bool_, bool)):
-        return bool(x)
-    if isinstance(x, (np.integer, int)):
-        return int(x)
-    if isinstance(x, (np.floating, float)):
-        f = float(x)
-        return f if math.isfinite(f) else None
-    if x is None or isinstance(x, str):
-        return x
-    return str(x)
-
-
-def format_defect(defect: float | None, stderr: float | None = None) -> str:
-    """``1.234e-02`` or ``1.234e-02 ± 3.1e-03`` (``nan`` for a missing defect)."""
-    if defect is None or not np.isfinite(defect):
-        return "nan"
-    text = f"{defect:.3e}"
-    if stderr is not None and np.isfinite(stderr):
-        text += f" ± {stderr:.1e}"
-    return text
-
-
-def element_stderr(details: Any) -> float | None:
-    """The ``defect_stderr`` a probe recorded in one element's details (a finite scalar), else ``None``."""
-    if not isinstance(details, dict) or details.get("defect_stderr") is None:
-        return None
-    v = np.asarray(details["defect_stderr"], float)
-    if v.size != 1 or not np.isfinite(v):
-        return None
-    return float(v.reshape(()))
-
-
-def combined_stderr(defects: Any, stderrs: list[float | None]) -> float | None:
-    """Standard error of the mean of the non-NaN ``defects``: √(Σ se²)/n; ``None`` if one of them has none."""
-    used = [se for d, se in zip(np.asarray(defects, float), stderrs, strict=True) if not np.isnan(d)]
-    if not used or any(se is None for se in used):
-        return None
-    return float(np.sqrt(np.sum(np.square(used))) / len(used))
 
 
 def probe_stderr(outcome: Any) -> tuple[float | None, list[float | None]] | None:
@@ -174,8 +118,6 @@ class Report:
         raise KeyError(name)
 
     def aggregate(self) -> dict[str, Any]:
-        from jaxcert.probes.suite import combine_scores
-
         sums = {o.name: o.summary() for o in self.outcomes}
         sub = {k: v["score"] for k, v in sums.items()}
         gates = {k: v["gate"] for k, v in sums.items() if v["gate"] is not None}
@@ -302,8 +244,6 @@ class Report:
 
     # ------------------------------------------------------------------- html
     def to_html(self, path: str | None = None) -> str:
-        from jaxcert._html import render_report
-
         page = render_report(self)
         if path is not None:
             with open(path, "w") as fh:

@@ -45,6 +45,8 @@ import numpy as np
 from jaxcert import inputs
 from jaxcert.model import Model, is_unsupported_structure
 from jaxcert.probes.base import ERROR, NOT_RUN, PROBES, SKIPPED, STATUS_NAMES, UNSUPPORTED, ProbeSkip
+from jaxcert.report import Report
+from jaxcert.summary import combine_scores
 
 __all__ = ["DEFAULT_ORDER", "STATMECH", "UNSUPPORTED", "NOT_RUN", "certify", "combine_scores", "probe_key",
            "ProbeOutcome", "resolve_probes"]
@@ -55,21 +57,6 @@ DEFAULT_ORDER = (
     "equipartition", "virial",
 )
 STATMECH = ("config_temperature", "equipartition", "virial")
-
-
-def combine_scores(scores: Sequence[float], method: str = "geometric") -> float:
-    """Aggregate probe scores (PROBES.md §6.3); non-finite scores (skips) are dropped."""
-    s = np.asarray([x for x in scores if x is not None and np.isfinite(x)], float)
-    if method not in ("arithmetic", "geometric", "harmonic"):
-        raise ValueError(f"unknown aggregation method {method!r}; use arithmetic, geometric or harmonic")
-    if s.size == 0:
-        return float("nan")
-    if method == "arithmetic":
-        return float(s.mean())
-    c = np.clip(s, 1e-12, 1.0)
-    if method == "geometric":
-        return float(np.exp(np.mean(np.log(c))))
-    return float(c.size / np.sum(1.0 / c))
 
 
 def probe_key(seed: int, name: str) -> jax.Array:
@@ -202,7 +189,6 @@ def certify(
         support (without ``skip_unsupported``), a bad seed, aggregation, dtype or probe name.
     """
     from jaxcert import substrates
-    from jaxcert.report import Report
 
     t_start = time.perf_counter()
     all_elements = inputs.elements("elements", elements)

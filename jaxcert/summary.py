@@ -1,0 +1,88 @@
+"""Host-side summaries of probe results (NumPy only): score aggregation, standard errors, formatting, strict JSON.
+
+Shared by the report (:mod:`jaxcert.report`), its HTML page and the comparison board
+(:mod:`jaxcert.compare`), so that none of them needs the others (``docs/reports.md``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["AGGREGATIONS", "combine_scores", "to_jsonable", "format_defect", "element_stderr", "combined_stderr"]
+
+#: Ways to combine probe scores into one overall score.
+AGGREGATIONS = ("arithmetic", "geometric", "harmonic")
+
+
+def combine_scores(scores: Sequence[float], method: str = "geometric") -> float:
+    """Aggregate probe scores (docs/reports.md, "Scores"); non-finite scores (skips) are dropped."""
+    s = np.asarray([x for x in scores if x is not None and np.isfinite(x)], float)
+    if method not in ("arithmetic", "geometric", "harmonic"):
+        raise ValueError(f"unknown aggregation method {method!r}; use arithmetic, geometric or harmonic")
+    if s.size == 0:
+        return float("nan")
+    if method == "arithmetic":
+        return float(s.mean())
+    c = np.clip(s, 1e-12, 1.0)
+    if method == "geometric":
+        return float(np.exp(np.mean(np.log(c))))
+    return float(c.size / np.sum(1.0 / c))
+
+
+def to_jsonable(x: Any) -> Any:
+    """Recursively convert to strict-JSON types (non-finite → None)."""
+    if isinstance(x, dict):
+        return {str(k): to_jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [to_jsonable(v) for v in x]
+    if hasattr(x, "dtype") and hasattr(x, "shape") and not isinstance(x, np.ndarray):
+        try:  # jax arrays, including typed PRNG keys
+            x = np.asarray(x)
+        except TypeError:
+            return str(x)
+    if isinstance(x, np.ndarray):
+        if x.dtype.kind in "OUS" or x.dtype.kind == "V":
+            return [to_jsonable(v) for v in x.tolist()]
+        return to_jsonable(x.tolist())
+    if isinstance(x, (np.bool_, bool)):
+        return bool(x)
+    if isinstance(x, (np.integer, int)):
+        return int(x)
+    if isinstance(x, (np.floating, float)):
+        f = float(x)
+        return f if math.isfinite(f) else None
+    if x is None or isinstance(x, str):
+        return x
+    return str(x)
+
+
+def format_defect(defect: float | None, stderr: float | None = None) -> str:
+    """``1.234e-02`` or ``1.234e-02 ± 3.1e-03`` (``nan`` for a missing defect)."""
+    if defect is None or not np.isfinite(defect):
+        return "nan"
+    text = f"{defect:.3e}"
+    if stderr is not None and np.isfinite(stderr):
+        text += f" ± {stderr:.1e}"
+    return text
+
+
+def element_stderr(details: Any) -> float | None:
+    """The ``defect_stderr`` a probe recorded in one element's details (a finite scalar), else ``None``."""
+    if not isinstance(details, dict) or details.get("defect_stderr") is None:
+        return None
+    v = np.asarray(details["defect_stderr"], float)
+    if v.size != 1 or not np.isfinite(v):
+        return None
+    return float(v.reshape(()))
+
+
+def combined_stderr(defects: Any, stderrs: list[float | None]) -> float | None:
+    """Standard error of the mean of the non-NaN ``defects``: √(Σ se²)/n; ``None`` if one of them has none."""
+    used = [se for d, se in zip(np.asarray(defects, float), stderrs, strict=True) if not np.isnan(d)]
+    if not used or any(se is None for se in used):
+        return None
+    return float(np.sqrt(np.sum(np.square(used))) / len(used))
