@@ -259,14 +259,4 @@ _jit_stress = jax.jit(lambda m, s: m.stress_of(m.params, s))
 _jit_energy_and_forces = jax.jit(lambda m, s: m.energy_and_forces_of(m.params, s))
 
 
-def check_structure(s: Structure) -> None:  # pragma: no cover - thin alias for users
-    """Raise :class:`StructureError` if ``s`` is invalid (re-validates concrete arrays)."""
-    from jaxcert.structure import validate
-
-    validate(
-        np.asarray(s.positions), np.asarray(s.numbers), np.asarray(s.cell), s.pbc,
-        np.asarray(s.masses), np.asarray(s.mask),
-    )
-
-
-__all__ += ["check_structure", "StructureError"]
+__all__ += ["StructureError"]

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 from jaxcert.model import Model
 from jaxcert.structure import Structure
 
-__all__ = ["RelaxResult", "bfgs", "fire", "relax"]
+__all__ = ["RelaxResult", "bfgs", "fire"]
 
 
 class RelaxResult(NamedTuple):
@@ -144,12 +144,3 @@ def fire(
     R, _, F, _, _, _, k = jax.lax.while_loop(cond, body, init)
     fm = _fmax(F)
     return RelaxResult(s.replace(positions=R), fm, k, fm < fmax)
-
-
-def relax(model: Model, s: Structure, fmax: float = 1e-3, max_steps: int = 300, optimizer: str = "bfgs") -> RelaxResult:
-    """Relax positions at fixed cell with ``"bfgs"`` (default, as the reference) or ``"fire"``."""
-    if optimizer == "bfgs":
-        return bfgs(model, s, fmax=fmax, max_steps=max_steps)
-    if optimizer == "fire":
-        return fire(model, s, fmax=fmax, max_steps=max_steps)
-    raise ValueError(f"unknown optimizer {optimizer!r}; use 'bfgs' or 'fire'")

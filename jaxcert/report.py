@@ -24,7 +24,6 @@ table and the HTML page explain each probe in one sentence (``jaxcert/explain.py
 from __future__ import annotations
 
 import dataclasses
-import html
 import json
 import platform
 from typing import Any
@@ -249,7 +248,3 @@ class Report:
             with open(path, "w") as fh:
                 fh.write(page)
         return page
-
-
-def escape(x: Any) -> str:
-    return html.escape(str(x))

@@ -22,7 +22,7 @@ _REGISTRY: dict[str, tuple[str, str]] = {
 
 def register(name: str, target: str | Callable[..., Model], description: str = "") -> None:
     """Register a factory (``"module:attr"`` or a callable) under ``name``."""
-    _REGISTRY[name] = (target, description) if isinstance(target, str) else (target, description)  # type: ignore[assignment]
+    _REGISTRY[name] = (target, description)  # type: ignore[assignment]
 
 
 def _factory(name: str) -> Callable[..., Model]:

@@ -19,8 +19,3 @@ def presence(numbers: jax.Array, mask: jax.Array, dtype) -> jax.Array:
 def pair_sum(phi: jax.Array, p: Pairs) -> jax.Array:
     """½ Σ_i Σ_j φ_ij over real pairs (each unordered pair once)."""
     return 0.5 * jnp.sum(jnp.where(p.mask, phi, 0.0))
-
-
-def safe_where(cond: jax.Array, x: jax.Array, fill: float = 0.0) -> jax.Array:
-    """where(cond, x, fill) for values that are already finite where cond is False."""
-    return jnp.where(cond, x, fill)

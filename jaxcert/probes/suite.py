@@ -44,7 +44,7 @@ import numpy as np
 
 from jaxcert import inputs
 from jaxcert.model import Model, is_unsupported_structure
-from jaxcert.probes.base import ERROR, NOT_RUN, PROBES, SKIPPED, STATUS_NAMES, UNSUPPORTED, ProbeSkip
+from jaxcert.probes.base import NOT_RUN, PROBES, STATUS_NAMES, UNSUPPORTED, ProbeSkip
 from jaxcert.report import Report
 from jaxcert.summary import combine_scores
 
@@ -328,7 +328,3 @@ def _shared_trajectory(model: Model, batch, keys, cfg, shared: dict[str, Any]):
     traj = run(keys, batch)
     shared.update(traj=traj, thermostat=thermostat, n_steps=n_steps)
     return traj
-
-
-def status_code(name: str) -> int:  # pragma: no cover - convenience for users
-    return {v: k for k, v in STATUS_NAMES.items()}.get(name, ERROR if name == "error" else SKIPPED)
