@@ -8,7 +8,7 @@ heads), :mod:`jaxcert.derivatives` (exact and finite-difference engines),
 """
 
 from jaxcert import derivatives, models, neighbors, units
-from jaxcert.lam import lam
+from jaxcert._lam import LAMBDA_GATE, LambdaResult, lam, lambda_of_jacobian
 from jaxcert.model import (
     Model,
     StressUnavailable,
@@ -18,20 +18,15 @@ from jaxcert.model import (
     strain,
     voigt,
 )
+from jaxcert.probes.suite import certify
 from jaxcert.structure import Structure, StructureError, stack, unstack
 
 __version__ = "0.1.0"
 
 
-def certify(*args, **kwargs):
-    """Run the certification suite; see :func:`jaxcert.probes.suite.certify`."""
-    from jaxcert.probes.suite import certify as _certify
-
-    return _certify(*args, **kwargs)
-
-
 __all__ = [
     "Structure", "StructureError", "stack", "unstack",
     "Model", "StressUnavailable", "UnsupportedElement", "UnsupportedStructure", "strain", "voigt", "from_voigt",
-    "derivatives", "models", "neighbors", "units", "__version__", "certify", "lam",
+    "derivatives", "models", "neighbors", "units", "__version__", "certify", "lam", "LambdaResult", "LAMBDA_GATE",
+    "lambda_of_jacobian",
 ]

@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 
-import jaxcert.probes  # noqa: F401  (registers every probe)
 from jaxcert.inputs import InputError
 from jaxcert.probes.base import PROBES
 from jaxcert.probes.suite import ProbeOutcome

@@ -41,8 +41,7 @@ from typing import Any
 
 from jaxcert.explain import EXPLANATIONS, explain, short_name, wrapped
 from jaxcert.inputs import InputError
-from jaxcert.probes.base import NOT_RUN
-from jaxcert.summary import combine_scores, combined_stderr, element_stderr, format_defect, to_jsonable
+from jaxcert.summary import NOT_RUN, combine_scores, combined_stderr, element_stderr, format_defect, to_jsonable
 
 __all__ = [
     "BOARD_SCHEMA", "REPORT_SCHEMA", "LAMBDA_SCHEMA", "ALIGN_MODES", "Source", "load", "build_board",

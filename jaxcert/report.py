@@ -30,8 +30,15 @@ from typing import Any
 
 from jaxcert._html import render_report
 from jaxcert.explain import wrapped
-from jaxcert.probes.base import NOT_RUN, UNSUPPORTED
-from jaxcert.summary import combine_scores, combined_stderr, element_stderr, format_defect, to_jsonable
+from jaxcert.summary import (
+    NOT_RUN,
+    UNSUPPORTED,
+    combine_scores,
+    combined_stderr,
+    element_stderr,
+    format_defect,
+    to_jsonable,
+)
 
 __all__ = ["Report", "to_jsonable", "SCHEMA", "package_versions", "machine", "format_defect", "combined_stderr",
            "probe_stderr"]

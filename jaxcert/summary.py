@@ -12,7 +12,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["AGGREGATIONS", "combine_scores", "to_jsonable", "format_defect", "element_stderr", "combined_stderr"]
+__all__ = ["UNSUPPORTED", "NOT_RUN", "AGGREGATIONS", "combine_scores", "to_jsonable", "format_defect", "element_stderr",
+           "combined_stderr"]
+
+#: Per-element status of an element the model has no parameters for (``certify(skip_unsupported=True)``).
+UNSUPPORTED = "unsupported"
+#: Per-element statuses that mean "not run": no score, no gate, excluded from aggregation.
+NOT_RUN = ("skipped", UNSUPPORTED)
 
 #: Ways to combine probe scores into one overall score.
 AGGREGATIONS = ("arithmetic", "geometric", "harmonic")

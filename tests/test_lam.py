@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import jaxcert
-from jaxcert.lam import lam, lambda_of_jacobian
+from jaxcert import lam, lambda_of_jacobian
 
 
 def test_lambda_of_known_matrices():

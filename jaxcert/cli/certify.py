@@ -9,8 +9,8 @@ import argparse
 import os
 import sys
 
+from jaxcert._lam import LAMBDA_GATE, lam
 from jaxcert.cli._common import load_model, model_args, set_dtype
-from jaxcert.lam import LAMBDA_GATE
 
 __all__ = ["cmd_certify", "cmd_lambda", "register"]
 
@@ -72,7 +72,6 @@ def cmd_lambda(a: argparse.Namespace) -> int:
     dtype = set_dtype(a.dtype)
     from jaxcert import inputs
     from jaxcert.checkpoint import write_json
-    from jaxcert.lam import lam
 
     step = inputs.positive("--step", a.step, "Å", maximum=0.1)
     gate = inputs.positive("--gate", a.gate, maximum=1.0)

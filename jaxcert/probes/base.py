@@ -36,6 +36,7 @@ import jax.numpy as jnp
 from jaxcert.geometry import is_concrete
 from jaxcert.model import Model
 from jaxcert.structure import Structure
+from jaxcert.summary import NOT_RUN, UNSUPPORTED
 
 __all__ = [
     "ProbeResult", "ProbeSkip", "ProbeSpec", "OK", "NONFINITE", "SKIPPED", "ERROR", "UNSUPPORTED", "NOT_RUN",
@@ -44,10 +45,6 @@ __all__ = [
 
 OK, NONFINITE, SKIPPED, ERROR = 0, 1, 2, 3
 STATUS_NAMES = {OK: "ok", NONFINITE: "non-finite", SKIPPED: "skipped", ERROR: "error"}
-#: Per-element status of an element the model has no parameters for (``certify(skip_unsupported=True)``).
-UNSUPPORTED = "unsupported"
-#: Per-element statuses that mean "not run": no score, no gate, excluded from aggregation.
-NOT_RUN = ("skipped", UNSUPPORTED)
 
 
 class ProbeSkip(Exception):  # noqa: N818 - a signal, not an error

@@ -133,8 +133,6 @@ def _split_details(details: dict[str, Any], n: int) -> list[dict[str, Any]]:
 
 def resolve_probes(names: str | Sequence[str], name: str = "probes") -> list[str]:
     """Probe names in run order (``"all"``: the default order); unknown names raise :class:`UnknownName`."""
-    import jaxcert.probes  # noqa: F401  (registers every probe)
-
     if names == "all" or names is None:
         wanted = [n for n in DEFAULT_ORDER if n in PROBES] + sorted(set(PROBES) - set(DEFAULT_ORDER))
     else:
