@@ -1,4 +1,4 @@
-"""Adversarial coordinate attacks (ATTACKS.md): FGSM, I-FGSM, PGD as ``(init, update)`` pure functions,
+"""Adversarial coordinate attacks (docs/attacks.md): FGSM, I-FGSM, PGD as ``(init, update)`` pure functions,
 the relax → attack → relax pipeline batched over structures × attacks × ε × seeds, and host-side metrics.
 
 .. code-block:: python
@@ -9,7 +9,7 @@ the relax → attack → relax pipeline batched over structures × attacks × ε
 
 Modules: :mod:`~jaxcert.attacks.attacks` (update rules), :mod:`~jaxcert.attacks.losses` (objectives),
 :mod:`~jaxcert.attacks.pipeline` (relax → attack → relax, vmapped grid), :mod:`~jaxcert.attacks.metrics`
-(ATTACKS.md §3 on the host), :mod:`~jaxcert.attacks.crystals` (the 20 crystals of §5, rebuilt from published
+(docs/attacks.md §3 on the host), :mod:`~jaxcert.attacks.crystals` (the 20 crystals of §5, rebuilt from published
 data; structure sets; supercells), :mod:`~jaxcert.attacks.sei` (20 Li–C–O–H–P–F crystals standing in for the
 private LiCOHPF set), :mod:`~jaxcert.attacks.contour` (the §4 baseline), :mod:`~jaxcert.attacks.sweep`
 (resumable SQLite store, NPZ arrays, CSV/Parquet export, local or dask executor), :mod:`~jaxcert.attacks.plots`
@@ -18,9 +18,11 @@ private LiCOHPF set), :mod:`~jaxcert.attacks.contour` (the §4 baseline), :mod:`
 
 from jaxcert.attacks import losses
 from jaxcert.attacks.attacks import (
+    SIGN_START,
     Attack,
     AttackState,
     fgsm,
+    grad_tolerance,
     ifgsm,
     min_lattice_length,
     pgd,
@@ -35,6 +37,7 @@ from jaxcert.attacks.pipeline import (
     RunResult,
     Stage,
     attack_relax,
+    check_attackable,
     relax_attack_relax,
     relax_batch,
     run_grid,
@@ -42,6 +45,6 @@ from jaxcert.attacks.pipeline import (
 
 __all__ = [
     "losses", "Attack", "AttackState", "fgsm", "ifgsm", "pgd", "run", "sign_attack", "min_lattice_length",
-    "ATTACKS", "AttackSpec", "GridResult", "PipelineConfig", "RunResult", "Stage", "attack_relax",
-    "relax_attack_relax", "relax_batch", "run_grid",
+    "grad_tolerance", "SIGN_START", "ATTACKS", "AttackSpec", "GridResult", "PipelineConfig", "RunResult", "Stage",
+    "attack_relax", "check_attackable", "relax_attack_relax", "relax_batch", "run_grid",
 ]

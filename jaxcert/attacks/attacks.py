@@ -1,6 +1,6 @@
 r"""Sign-gradient coordinate attacks as ``(init, update)`` pairs of pure functions.
 
-Notation (ATTACKS.md §1.1): positions R ∈ ℝ^{N×3} in Å, the cell fixed, J(R) the
+Notation (docs/attacks.md §1.1): positions R ∈ ℝ^{N×3} in Å, the cell fixed, J(R) the
 objective (eV for the energy; :mod:`jaxcert.attacks.losses`), g = ∂J/∂R at fixed
 cell, ε the budget in Å, α the step in Å, n the number of steps.  The bound is the
 per-coordinate L∞ box around the start R₀,
@@ -14,37 +14,50 @@ per-coordinate L∞ box around the start R₀,
 
 with ``sign(0) = 0``:
 
-* :func:`fgsm` — one step, α = ε, no projection, no random start
-  (Goodfellow, Shlens & Szegedy, ICLR 2015): every coordinate with a non-zero
-  gradient moves by exactly ±ε, so an atom moves by ε√3 (ATTACKS.md §1.3).
+* :func:`fgsm` — one step, α = ε, no projection, no random start unless asked for
+  (R+FGSM, below) (Goodfellow, Shlens & Szegedy, ICLR 2015): every coordinate with a non-zero
+  gradient moves by exactly ±ε, so an atom moves by ε√3 (docs/attacks.md §1.3).
 * :func:`ifgsm` — n steps of α = ε/n (Kurakin, Goodfellow & Bengio, ICLR
-  workshop 2017; ATTACKS.md §1.4), projected after each step (a no-op in exact
+  workshop 2017; docs/attacks.md §1.4), projected after each step (a no-op in exact
   arithmetic; it removes the last-ulp overshoot of n·(ε/n)).
 * :func:`pgd` — uniform random start R⁽⁰⁾ = R₀ + U, U_ik ~ U[−ε, ε] keyed by
   ``key`` (drawn in float32 and cast, so the pattern does not depend on the
   dtype), then n projected steps of α (default 0.1 ε, the experiment's
-  ``alpha_ratio``) (Madry et al., ICLR 2018; ATTACKS.md §1.5).  Unlike the
+  ``alpha_ratio``) (Madry et al., ICLR 2018; docs/attacks.md §1.5).  Unlike the
   reference's ``main`` branch this PGD is implemented, and the projection is
   compulsory.
 
-Fixes relative to the reference (ATTACKS.md §1.8): the objective is *ascended*
+Fixes relative to the reference (docs/attacks.md §1.8): the objective is *ascended*
 (the reference's default branch descends the energy), I-FGSM steps ε/n (not ε),
 the box is L∞ per Cartesian coordinate (not per-atom L2).
 
 Movable atoms: padding atoms (``s.mask`` False) and atoms outside the optional
 ``movable`` mask get g := 0 and no random start, so they never move
-(ATTACKS.md §1.9, proposed).  Positions stay unwrapped Cartesian; the cell never
+(docs/attacks.md §1.9, proposed).  Positions stay unwrapped Cartesian; the cell never
 changes.
 
 ε units: absolute Å by default.  With ``relative=True`` ε and α are fractions of
 the minimum lattice-vector length L = min(|a|, |b|, |c|) of the input cell and are
-converted to Å at ``init`` (ε_Å = ε·L; ε% = 100 ε_Å/L of ATTACKS.md §1.7).
+converted to Å at ``init`` (ε_Å = ε·L; ε% = 100 ε_Å/L of docs/attacks.md §1.7).
 
-Residual-force noise (ATTACKS.md §1.8.7): at a relaxed R₀ the sign of g is set by
-residual forces that can be numerical noise.  ``init`` records the fraction of
-movable components with |g(R₀)| < 1e-6 (eV/Å for the energy loss) in
-``small_grad_fraction``; ``grad_floor`` (off by default, as the reference) zeroes
-components with |g| below it before taking the sign.
+Residual-force noise and stationary points (docs/attacks.md §1.8 item 7 and §6):
+at a relaxed R₀ the sign of g is set by residual forces that can be numerical
+noise, and at a symmetric minimum (relaxed diamond Si) g is zero by symmetry, so
+sign(g) = 0 and FGSM/I-FGSM move nothing.  ``init`` records the fraction of
+movable components with |g(R₀)| below the dtype's tolerance
+:func:`grad_tolerance` (eV/Å for the energy loss) in ``small_grad_fraction`` and
+max |g(R₀)| in ``grad_max``; a fraction of 1 marks a stationary start.
+``grad_floor`` (off by default, as the reference) zeroes components with |g|
+below it before taking the sign.
+
+Random sign start (R+FGSM; Tramèr et al., "Ensemble Adversarial Training", ICLR
+2018; docs/attacks.md §6): with ``sign_start = β`` (a fraction of ε, traced)
+``init`` first takes a random sign step R⁽⁰⁾ = R₀ + βε·s, s_ik = ±1 with equal
+probability keyed by ``key``, and the attack then steps from there; :func:`fgsm`
+and :func:`ifgsm` with ``random_start=True`` use β = :data:`SIGN_START` = 1/2 and
+spend the rest of the budget, (1 − β)ε, along the gradient sign (one step for
+FGSM, n steps of (1 − β)ε/n for I-FGSM), projected onto B_ε, so every
+coordinate still ends within ±ε of R₀.
 
 All hyperparameters (ε, α, n, random start, projection) are array leaves of the
 state, so one program vmaps over structures × ε × seeds × attacks: ``update`` is a
@@ -69,11 +82,22 @@ from jaxcert.structure import Structure
 
 __all__ = [
     "Attack", "AttackState", "sign_attack", "fgsm", "ifgsm", "pgd", "run", "min_lattice_length",
-    "SMALL_GRAD",
+    "SMALL_GRAD", "SMALL_GRAD_F32", "SIGN_START", "grad_tolerance",
 ]
 
-#: |g| below this counts as a noise-dominated component in ``small_grad_fraction`` (ATTACKS.md §1.8.7).
+#: |g| below this counts as a noise-dominated component in ``small_grad_fraction`` in float64 (docs/attacks.md §1.8.7).
 SMALL_GRAD = 1e-6
+#: The same tolerance in float32: round-off alone leaves |g| up to ~2e-5 eV/Å on relaxed 64-atom diamond Si (SW),
+#: so 1e-6 would call float32 noise a gradient; 1e-3 eV/Å is ~60x that noise and 10x below the default fmax.
+SMALL_GRAD_F32 = 1e-3
+#: β of the R+FGSM random sign start: a random ±βε step, then (1 − β)ε along the gradient sign (Tramèr et al. 2018).
+SIGN_START = 0.5
+
+
+def grad_tolerance(dtype: Any) -> float:
+    """|g| below this is "zero" for the stationary-point test: :data:`SMALL_GRAD` (float64) or
+    :data:`SMALL_GRAD_F32` (float32 and narrower); docs/attacks.md §6."""
+    return SMALL_GRAD if jnp.finfo(dtype).bits >= 64 else SMALL_GRAD_F32
 
 
 class AttackState(NamedTuple):
@@ -88,7 +112,9 @@ class AttackState(NamedTuple):
       project: whether Π_ε is applied after each step (bool).
       step: steps taken so far (int).
       movable: (N,) bool, atoms allowed to move (padding excluded).
-      small_grad_fraction: fraction of movable components with |g(R₀)| < ``SMALL_GRAD``.
+      small_grad_fraction: fraction of movable components with |g(R₀)| < :func:`grad_tolerance`; 1 at a
+        stationary start.
+      grad_max: max over movable components of |g(R₀)| (eV/Å for the energy loss).
     """
 
     structure: Structure
@@ -100,6 +126,7 @@ class AttackState(NamedTuple):
     step: jax.Array
     movable: jax.Array
     small_grad_fraction: jax.Array
+    grad_max: jax.Array
 
 
 class Attack(NamedTuple):
@@ -122,6 +149,7 @@ def sign_attack(
     n_steps: Any,
     *,
     random_start: Any = False,
+    sign_start: Any = 0.0,
     project: Any = True,
     max_steps: int | None = None,
     relative: bool = False,
@@ -136,7 +164,9 @@ def sign_attack(
       epsilon: ε in Å (or a fraction of L with ``relative``); may be traced.
       alpha: α in Å (or a fraction of L); may be traced.
       n_steps: n; may be traced when ``max_steps`` is given.
-      random_start: uniform start in the box (may be traced).
+      random_start: uniform start in the box (may be traced; PGD).
+      sign_start: β of the R+FGSM random sign start, a ±βε step before the first gradient step (a fraction of
+        ε, 0 = off; may be traced; ignored where ``random_start`` is on).
       project: apply Π_ε after each step (may be traced).
       max_steps: static loop length for :func:`run` (default ``n_steps``).
       relative: ε and α are fractions of the minimum lattice-vector length.
@@ -164,15 +194,20 @@ def sign_attack(
         # drawn in float32 whatever the dtype, so a float32 and a float64 run of one seed start from the same
         # pattern (as the reference, which draws with NumPy and casts): dtype agreement then measures round-off only
         U = jax.random.uniform(key, R0.shape, jnp.float32, minval=-1.0, maxval=1.0).astype(dt) * eps
-        U = jnp.where(mov[:, None] & jnp.asarray(random_start, bool), U, 0.0)
+        # R+FGSM: ±1 per coordinate (also drawn dtype-independently), scaled by βε
+        S = jax.random.rademacher(key, R0.shape, jnp.float32).astype(dt) * (jnp.asarray(sign_start, dt) * eps)
+        uniform = jnp.asarray(random_start, bool)
+        U = jnp.where(uniform, U, jnp.where(jnp.asarray(sign_start, dt) > 0, S, 0.0))
+        U = jnp.where(mov[:, None], U, 0.0)
         R = R0 + jnp.clip(U, -eps, eps)
         g0 = grad(s, R0, mov)
         n_mov = jnp.maximum(3 * jnp.sum(mov), 1).astype(dt)
-        small = jnp.sum((jnp.abs(g0) < SMALL_GRAD) & mov[:, None]) / n_mov
+        small = jnp.sum((jnp.abs(g0) < grad_tolerance(dt)) & mov[:, None]) / n_mov
         return AttackState(
             structure=s.replace(positions=R), origin=R0, epsilon=eps, alpha=a,
             n_steps=jnp.asarray(n_steps, jnp.int32), project=jnp.asarray(project, bool),
             step=jnp.asarray(0, jnp.int32), movable=mov, small_grad_fraction=small,
+            grad_max=jnp.max(jnp.abs(g0)),
         )
 
     def update(state: AttackState) -> AttackState:
@@ -191,13 +226,26 @@ def sign_attack(
     return Attack(init, update, int(max_steps))
 
 
-def fgsm(loss, epsilon: Any = 0.05, **kw: Any) -> Attack:
-    """FGSM: R_adv = R₀ + ε sign(g(R₀)); one step, no projection (ATTACKS.md §1.3)."""
+def fgsm(loss, epsilon: Any = 0.05, *, random_start: bool = False, **kw: Any) -> Attack:
+    """FGSM: R_adv = R₀ + ε sign(g(R₀)); one step, no projection (docs/attacks.md §1.3).
+
+    With ``random_start`` this is R+FGSM (Tramèr et al. 2018; docs/attacks.md): a random ±ε/2 sign step R',
+    then R_adv = Π_ε(R' + (ε/2) sign(g(R'))), so the attack moves even where g(R₀) = 0.
+    """
+    if random_start:
+        a = jnp.asarray(epsilon) * (1.0 - SIGN_START)
+        return sign_attack(loss, epsilon, a, 1, sign_start=SIGN_START, project=True, **kw)
     return sign_attack(loss, epsilon, epsilon, 1, random_start=False, project=False, **kw)
 
 
-def ifgsm(loss, epsilon: Any = 0.05, n_steps: int = 10, **kw: Any) -> Attack:
-    """I-FGSM/BIM: n steps of ε/n, projected (ATTACKS.md §1.4; experiment n = 10)."""
+def ifgsm(loss, epsilon: Any = 0.05, n_steps: int = 10, *, random_start: bool = False, **kw: Any) -> Attack:
+    """I-FGSM/BIM: n steps of ε/n, projected (docs/attacks.md §1.4; experiment n = 10).
+
+    With ``random_start``: a random ±ε/2 sign step, then n projected steps of (ε/2)/n (docs/attacks.md).
+    """
+    if random_start:
+        a = jnp.asarray(epsilon) * (1.0 - SIGN_START) / n_steps
+        return sign_attack(loss, epsilon, a, n_steps, sign_start=SIGN_START, project=True, **kw)
     return sign_attack(loss, epsilon, jnp.asarray(epsilon) / n_steps, n_steps, random_start=False,
                        project=True, **kw)
 
@@ -205,7 +253,7 @@ def ifgsm(loss, epsilon: Any = 0.05, n_steps: int = 10, **kw: Any) -> Attack:
 def pgd(loss, epsilon: Any = 0.05, n_steps: int = 10, alpha: Any = None, alpha_ratio: float = 0.1,
         **kw: Any) -> Attack:
     """PGD: uniform random start in B_ε, n projected steps of α = ``alpha`` or ``alpha_ratio``·ε
-    (ATTACKS.md §1.5; experiment n = 10, α = 0.1 ε)."""
+    (docs/attacks.md §1.5; experiment n = 10, α = 0.1 ε)."""
     a = jnp.asarray(epsilon) * alpha_ratio if alpha is None else alpha
     return sign_attack(loss, epsilon, a, n_steps, random_start=True, project=True, **kw)
 

@@ -1,4 +1,4 @@
-r"""Contour-exploration baseline (ATTACKS.md §4): ASE ``ContourExploration`` driven by a JAX model.
+r"""Contour-exploration baseline (docs/attacks.md §4): ASE ``ContourExploration`` driven by a JAX model.
 
 Per (seed, β):
 
@@ -18,8 +18,8 @@ Per (seed, β):
 ASE's ``maxstep`` bounds the norm of the whole 3N step vector (not each atom's
 step), so each atom moves about 0.01/√N Å per step and the path is at most
 n·maxstep long in 3N-space: far smaller than most of the attack ε grid
-(ATTACKS.md §4, caveats).  ``energy_shift_ev_per_atom`` targets E(R_c) + δ·N
-instead (ATTACKS.md §4, proposed; default 0 = the reference).
+(docs/attacks.md §4, caveats).  ``energy_shift_ev_per_atom`` targets E(R_c) + δ·N
+instead (docs/attacks.md §4, proposed; default 0 = the reference).
 
 The explorer is ASE's (host, sequential); the model is called through a small
 ASE calculator that evaluates the model's jitted energy and forces.
@@ -44,7 +44,7 @@ __all__ = ["ContourConfig", "ModelCalculator", "contour"]
 
 @dataclasses.dataclass(frozen=True)
 class ContourConfig:
-    """Contour settings (ATTACKS.md §4 defaults)."""
+    """Contour settings (docs/attacks.md §4 defaults)."""
 
     maxstep: float = 0.01  # Å, norm of the 3N step vector
     angle_limit: float = 20.0  # degrees

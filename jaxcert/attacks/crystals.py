@@ -1,7 +1,7 @@
-r"""The 20 crystals of the study's "2D Materials Project" set (ATTACKS.md §5), **rebuilt, not downloaded**.
+r"""The 20 crystals of the study's "2D Materials Project" set (docs/attacks.md §5), **rebuilt, not downloaded**.
 
 The study downloads Materials Project structures (``MPRester``; IDs in the table
-of ATTACKS.md §5).  Nothing can be downloaded here, so every crystal is rebuilt
+of docs/attacks.md §5).  Nothing can be downloaded here, so every crystal is rebuilt
 with ``ase.spacegroup.crystal`` from published crystal data: space group,
 lattice parameters (Å) and Wyckoff positions, taken from the experimental
 literature cited per entry (room-temperature data unless stated; cubic
@@ -30,7 +30,14 @@ Structure sets: ``"mp2d"`` (these 20) and ``"sei"`` (the 20 Li–C–O(–H–P�
 crystals of :mod:`jaxcert.attacks.sei`, standing in for the study's private
 LiCOHPF frames); :func:`names`, :func:`build` and :func:`resolve` reach both
 through one table.  :func:`supercell` repeats a structure along its cell
-vectors (ATTACKS.md §5, "Supercells").
+vectors (docs/attacks.md §5, "Supercells").
+
+Element symbols (docs/attacks.md §7): :func:`element_cell` builds the conventional
+cell of an element (``ase.build.bulk(sym, cubic=True)``, else ``orthorhombic=True``,
+else ASE's primitive cell) repeated until every lattice vector is at least
+``min_length`` Å long (default :data:`ELEMENT_MIN_LENGTH` = 8 Å), because ASE's
+primitive cell of a metal has one atom, in which every perturbation is a rigid
+translation.
 """
 
 from __future__ import annotations
@@ -41,8 +48,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Crystal", "CRYSTALS", "SETS", "SUPERCELL_REPEATS", "build", "names", "resolve", "supercell",
-           "table"]
+__all__ = ["Crystal", "CRYSTALS", "SETS", "SUPERCELL_REPEATS", "ELEMENT_MIN_LENGTH", "build", "element_cell",
+           "names", "repeats_for_length", "resolve", "supercell", "table"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,7 +148,7 @@ CRYSTALS: dict[str, Crystal] = {c.label: c for c in [
 #: Set names accepted by :func:`names` and :func:`resolve`.
 SETS = ("mp2d", "sei")
 
-#: The study's supercell repeats of the input structure (ATTACKS.md §5, "Supercells").
+#: The study's supercell repeats of the input structure (docs/attacks.md §5, "Supercells").
 SUPERCELL_REPEATS = ((1, 1, 1), (1, 1, 2), (1, 2, 1), (1, 2, 2), (2, 1, 1), (2, 1, 2), (2, 2, 1), (2, 2, 2))
 
 
@@ -164,7 +171,7 @@ def table() -> dict[str, Crystal]:
 
 
 def names(set: str = "mp2d") -> list[str]:
-    """Labels of a set: ``"mp2d"`` (the 20 crystals of ATTACKS.md §5, in its order), ``"sei"`` or ``"all"``."""
+    """Labels of a set: ``"mp2d"`` (the 20 crystals of docs/attacks.md §5, in its order), ``"sei"`` or ``"all"``."""
     if set == "all":
         return list(table())
     return list(_set(set))
@@ -233,4 +240,50 @@ def supercell(atoms: Any, n: int | Sequence[int] | None = None, *, min_length: f
     out = atoms.repeat(m)
     out.info.update(atoms.info)
     out.info.update({"supercell": m, "primitive_atoms": len(atoms)})
+    return out
+
+
+#: Default minimum lattice-vector length (Å) of the cell built for an element symbol (docs/attacks.md §7).
+ELEMENT_MIN_LENGTH = 8.0
+
+
+def repeats_for_length(atoms: Any, min_length: float) -> tuple[int, int, int]:
+    """Smallest diagonal repeats m_i with every periodic |m_i a_i| ≥ ``min_length`` Å (1 on non-periodic axes and for
+    ``min_length = 0``).  Lattice-vector lengths, not plane spacings: docs/attacks.md §7."""
+    lengths = np.linalg.norm(np.asarray(atoms.get_cell().array, np.float64), axis=1)
+    return tuple(max(1, int(np.ceil(min_length / x - 1e-9))) if (min_length > 0 and p and x > 0) else 1
+                 for x, p in zip(lengths, atoms.get_pbc(), strict=True))
+
+
+def element_cell(symbol: str, min_length: float = ELEMENT_MIN_LENGTH):
+    """The attackable cell of an element: a conventional cell repeated to every |m_i a_i| ≥ ``min_length`` Å.
+
+    The base cell is ``ase.build.bulk(symbol, cubic=True)``, else ``orthorhombic=True`` (hcp), else ASE's
+    primitive cell; m_i = max(1, ⌈min_length / |a_i|⌉) (``min_length = 0``: no repeat).  Provenance goes to
+    ``info``: ``jaxcert_source`` (the ASE call), ``supercell`` (the repeats), ``base_atoms``, ``min_length_A`` and
+    ``jaxcert_key`` (what :func:`jaxcert.attacks.sweep.task_key` adds to the run key, so that a store of runs on
+    another cell is not resumed as if it held these).
+
+    Raises:
+      ValueError: ``min_length`` negative or non-finite, or ASE has no crystal structure for ``symbol``.
+    """
+    from ase.build import bulk
+
+    if not np.isfinite(min_length) or min_length < 0:
+        raise ValueError(f"element_cell: min_length must be a finite number >= 0 (Å), got {min_length!r}")
+    base = how = None
+    for kw, name in (({"cubic": True}, "cubic=True"), ({"orthorhombic": True}, "orthorhombic=True"), ({}, "")):
+        try:
+            base, how = bulk(symbol, **kw), name
+            break
+        except Exception as err:  # noqa: BLE001 - ASE raises ValueError, KeyError, RuntimeError or AssertionError
+            last = err
+    if base is None:
+        raise ValueError(f"ase.build.bulk has no crystal structure for {symbol!r} ({type(last).__name__}: "
+                         f"{str(last)[:120]}); give a structure file instead")
+    reps = repeats_for_length(base, min_length)
+    out = base.repeat(reps)
+    call = f"ase.build.bulk({symbol!r}{', ' + how if how else ''})"
+    out.info.update({"jaxcert_source": f"{call}.repeat({reps})", "supercell": reps, "base_atoms": len(base),
+                     "min_length_A": float(min_length), "jaxcert_key": f"bulk:{symbol}:{how or 'primitive'}:{reps}"})
     return out

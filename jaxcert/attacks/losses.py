@@ -3,10 +3,10 @@ r"""Attack objectives J(s) (scalars the attacks *ascend*), built from models.
 Every factory returns a pure function ``loss(s: Structure) -> scalar`` that closes
 over the model(s); the structure must already be prepared (``model.prepare``)
 because the losses run inside ``jit``/``vmap``.  The attack takes
-g = ∂J/∂R at fixed cell (ATTACKS.md §1.2).
+g = ∂J/∂R at fixed cell (docs/attacks.md §1.2).
 
 * :func:`energy` — J = E(R) in eV: the reference's untargeted objective
-  (ATTACKS.md §1.2).  Ascending it moves atoms *against* the forces,
+  (docs/attacks.md §1.2).  Ascending it moves atoms *against* the forces,
   sign(g) = −sign(F).  (The reference's ``main`` branch descends it; §1.8.)
 * :func:`force_norm` — J = ½ Σ_i ‖F_i‖² in eV²/Å² (double backpropagation for
   conservative models).  The squared norm keeps ∂J/∂R defined at F = 0, and
@@ -18,8 +18,8 @@ g = ∂J/∂R at fixed cell (ATTACKS.md §1.2).
   over Cartesian components), the usual uncertainty-driven adversarial loss
   (Schwalbe-Koda, Tan & Gómez-Bombarelli, Nat. Commun. 12, 5104 (2021)).
 * :func:`targeted_energy` — J = −(E − E*)² in eV²: ascent moves toward E*
-  (the targeted mode of ATTACKS.md §1.2, with the sign the reference's MACE path
-  gets wrong, §1.8.2).
+  (the targeted mode of docs/attacks.md §1.2; the reference's MACE path gets this
+  sign wrong).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-r"""Outcome metrics of ATTACKS.md §3, on the host (numpy, ASE, spglib).
+r"""Outcome metrics of docs/attacks.md §3, on the host (numpy, ASE, spglib).
 
 Stages: the **immediate** stage compares R_adv with R_ref, the **post-relaxation**
 stage compares R_fin with R_ref.  Every function takes the reference first.
@@ -11,13 +11,13 @@ Continuous metrics
   (ASE ``find_mic`` on the Minkowski-reduced cell, exact for any skew), so a lattice translation of an atom is not a
   displacement.  Also the L∞ coordinate displacement max_ik |mic(Δr)_ik| (the
   quantity the attack bounds by ε), and the reference's raw unwrapped versions
-  (``*_raw``, no minimum image; ATTACKS.md §3 notes the reference is inconsistent).
+  (``*_raw``, no minimum image; docs/attacks.md §3 notes the reference is inconsistent).
 * **ΔF** ΔF_i = ‖F_i,stage − F_i,ref‖₂ (eV/Å): median, mean, max over atoms.
 * **Force angle** θ_i = arccos(clip(F̂_ref·F̂_stage, −1, 1)) in degrees.  Reference
   version: atoms with ‖F_ref‖‖F_stage‖ ≤ 1e-12 dropped, median.  Because F_ref is a
   residual force (‖F_ref‖ < fmax) whose direction is noise, the proposed version
   ``force_angle_median_robust`` also drops atoms with ‖F_ref‖ < fmax (NaN when none
-  remain; ATTACKS.md §3, proposed).
+  remain; docs/attacks.md §3, proposed).
 * **Energy**: E_stage, ΔE = E_stage − E_ref (eV) and ΔE/N (eV/atom).
 
 Discrete metrics
@@ -65,9 +65,11 @@ from typing import Any
 
 import numpy as np
 
+from jaxcert.attacks.attacks import grad_tolerance
+
 __all__ = [
     "SYMPRECS", "RDF_METHOD", "min_image", "displacement", "delta_force", "force_angle", "energy",
-    "edges", "topology", "rdf", "rdf_l1", "symmetry_data", "symmetry", "compare", "run_metrics",
+    "edges", "topology", "rdf", "rdf_l1", "symmetry_data", "symmetry", "compare", "run_metrics", "run_warnings",
     "AGREEMENT_METRICS", "VERDICTS", "SPREAD_METRICS", "value", "run_key", "dtype_agreement", "grid_agreement",
     "seed_spread", "seed_bands",
 ]
@@ -82,6 +84,12 @@ def _atoms(x: Any):
     if hasattr(x, "to_ase"):
         return x.to_ase()
     return x
+
+
+def _finite(*atoms: Any) -> bool:
+    """Every position and cell entry finite: only then may a structure reach ASE's neighbour list or spglib (native
+    code that can crash on NaN; docs/attacks.md §8).  A model that returns NaN makes the relaxed positions NaN."""
+    return all(np.isfinite(a.get_positions()).all() and np.isfinite(a.get_cell().array).all() for a in atoms)
 
 
 # ------------------------------------------------------------ continuous metrics
@@ -101,7 +109,7 @@ def displacement(ref: Any, stage: Any) -> dict[str, float]:
     """Per-atom displacement statistics (Å), minimum image and raw (see module docstring)."""
     a, b = _atoms(ref), _atoms(stage)
     raw = b.get_positions() - a.get_positions()
-    mic = min_image(raw, a.get_cell().array, a.get_pbc())
+    mic = min_image(raw, a.get_cell().array, a.get_pbc()) if _finite(a, b) else raw
     d = np.linalg.norm(mic, axis=1)
     d_raw = np.linalg.norm(raw, axis=1)
     return {
@@ -171,6 +179,11 @@ def _coordination(E: set[tuple[int, int]], n: int) -> np.ndarray:
 def topology(ref: Any, stage: Any) -> dict[str, float]:
     """Edge counts, Jaccard distance and coordination change (module docstring)."""
     a, b = _atoms(ref), _atoms(stage)
+    if not _finite(a, b):
+        nan = math.nan
+        return {"edges_before": nan, "edges_after": nan, "edges_added": nan, "edges_removed": nan,
+                "edge_change_count": nan, "jaccard_distance": nan, "coordination_change_mean": nan,
+                "coordination_change_max": nan}
     Ea, Eb = edges(a), edges(b)
     union = Ea | Eb
     jac = 0.0 if not union else 1.0 - len(Ea & Eb) / len(union)
@@ -192,7 +205,7 @@ def rdf(atoms: Any, r_max: float = 6.0, n_bins: int = 60) -> tuple[np.ndarray, n
     dr = r_max / n_bins
     vol = abs(np.linalg.det(atoms.get_cell().array))
     r = (np.arange(1, n_bins + 1) - 0.5) * dr
-    if vol < 1e-10:
+    if vol < 1e-10 or not _finite(atoms):
         return r, np.full(n_bins, np.nan)
     d = neighbor_list("d", atoms, r_max)
     k = np.ceil(d / dr).astype(int)
@@ -220,6 +233,8 @@ def symmetry_data(atoms: Any, symprec: float) -> dict[str, Any] | None:
     import spglib
 
     atoms = _atoms(atoms)
+    if not _finite(atoms):
+        return None
     try:
         ds = spglib.get_symmetry_dataset(_cell_tuple(atoms), symprec=symprec, angle_tolerance=-1)
     except Exception:
@@ -232,19 +247,37 @@ def symmetry_data(atoms: Any, symprec: float) -> dict[str, Any] | None:
 
 
 def _ops_kept(atoms, rotations: np.ndarray, translations: np.ndarray, tol: float) -> int:
-    """How many operations (W, w) map ``atoms`` onto itself (same-species partner within tol Å, min image)."""
-    cell = atoms.get_cell().array
-    pbc = atoms.get_pbc()
+    """How many operations (W, w) map ``atoms`` onto itself (same-species partner within tol Å, min image).
+
+    Vectorised over blocks of operations: the image of atom i under (W, w) is compared with every atom j through
+    the fractional difference f − round(f) on periodic axes.  Whenever some periodic image of j lies within tol of
+    the image of i and tol is below a quarter of the smallest plane spacing, that rounding picks exactly that image,
+    so the verdict equals the exact minimum-image test (used instead for a larger tol)."""
+    cell = np.asarray(atoms.get_cell().array, np.float64)
+    pbc = np.asarray(atoms.get_pbc(), bool)
     frac = atoms.get_scaled_positions(wrap=False)
     Z = atoms.get_atomic_numbers()
     same = Z[:, None] == Z[None, :]
+    n = len(frac)
+    vol = abs(np.linalg.det(cell))
+    spacing = vol / np.linalg.norm(np.cross(cell[[1, 2, 0]], cell[[2, 0, 1]]), axis=1) if vol > 0 else np.zeros(3)
+    if pbc.any() and tol >= 0.25 * float(np.min(spacing[pbc])):
+        kept = 0
+        for W, w in zip(rotations, translations, strict=True):
+            img = frac @ W.T + w
+            d = np.linalg.norm(min_image((img[:, None, :] - frac[None, :, :]) @ cell, cell, pbc), axis=-1)
+            kept += bool((np.where(same, d, np.inf).min(axis=1) <= tol).all())
+        return kept
     kept = 0
-    for W, w in zip(rotations, translations, strict=True):
-        img = frac @ W.T + w  # (n, 3) images of every atom
-        diff = (img[:, None, :] - frac[None, :, :]) @ cell  # (n, n, 3)
-        d = np.linalg.norm(min_image(diff, cell, pbc), axis=-1)
-        ok = np.where(same, d, np.inf).min(axis=1) <= tol
-        kept += bool(ok.all())
+    block = max(1, int(2_000_000 // max(3 * n * n, 1)))
+    for k0 in range(0, len(rotations), block):
+        W, w = np.asarray(rotations[k0:k0 + block], np.float64), np.asarray(translations[k0:k0 + block], np.float64)
+        img = np.einsum("nj,kij->kni", frac, W) + w[:, None, :]  # (K, n, 3) images of every atom
+        f = img[:, :, None, :] - frac[None, None, :, :]  # (K, n, n, 3) fractional differences
+        f = np.where(pbc, f - np.round(f), f)
+        d = np.linalg.norm(f @ cell, axis=-1)
+        ok = np.where(same[None], d, np.inf).min(axis=2) <= tol  # (K, n)
+        kept += int(ok.all(axis=1).sum())
     return kept
 
 
@@ -309,6 +342,7 @@ def run_metrics(grid: Any, i_s: int, i_a: int, i_e: int, i_k: int) -> dict[str, 
     L = float(np.min(np.linalg.norm(a.get_cell().array, axis=1)))
     lengths = np.linalg.norm(a.get_cell().array, axis=1)
     eps = float(run.epsilon)
+    dtype = np.asarray(ref.structure.positions).dtype
     row: dict[str, Any] = {
         "structure": i_s, "formula": a.get_chemical_formula(), "n_atoms": len(a),
         "dtype": str(np.asarray(ref.structure.positions).dtype),
@@ -318,7 +352,10 @@ def run_metrics(grid: Any, i_s: int, i_a: int, i_e: int, i_k: int) -> dict[str, 
         "epsilon_percent_abc": [100.0 * eps / x if x > 0 else math.nan for x in lengths],
         "seed": int(grid.seeds[i_k]), "loss": cfg.loss, "optimizer": cfg.optimizer, "fmax": cfg.fmax,
         "max_steps": cfg.max_steps,
+        "random_start": spec.start, "random_start_fraction": {"uniform": 1.0, "sign": spec.sign_start}.get(
+            spec.start, 0.0),
         "small_grad_fraction": float(run.small_grad_fraction),
+        "grad_max_reference": float(run.grad_max), "grad_tolerance": grad_tolerance(dtype),
         "steps_before": int(np.asarray(grid.ref_steps)[i_s]),
         "converged_before": bool(np.asarray(grid.ref_converged)[i_s]),
         "fmax_before": float(np.asarray(grid.ref_fmax)[i_s]),
@@ -330,17 +367,55 @@ def run_metrics(grid: Any, i_s: int, i_a: int, i_e: int, i_k: int) -> dict[str, 
     for name, st in stages.items():
         row[name] = compare(a, st.structure.to_ase(), F_ref, np.asarray(st.forces)[m], ref.energy, st.energy,
                             fmax=cfg.fmax)
+    row.update(run_warnings(row, periodic=any(a.get_pbc()), min_lattice=L))
     return row
 
 
+def run_warnings(row: dict[str, Any], *, periodic: bool, min_lattice: float) -> dict[str, Any]:
+    """Flags and warning texts of one run (docs/attacks.md §6): a stationary start and ε > L/2.
+
+    * ``stationary_start``: every movable component of the attack gradient at R_ref is below ``grad_tolerance``
+      (``small_grad_fraction == 1``), e.g. a relaxed high-symmetry minimum; without a random start sign(g) = 0, so
+      FGSM and I-FGSM move nothing (or follow round-off);
+    * ``epsilon_exceeds_half_cell``: ε (Å) > L/2 with L the smallest lattice-vector length (periodic cells), so
+      the perturbation can carry an atom across the cell and onto periodic images of its neighbours.
+
+    Returns ``{"stationary_start", "half_min_lattice_A", "epsilon_exceeds_half_cell", "nonfinite", "warnings"}``.
+    """
+    warnings = []
+    stationary = row["small_grad_fraction"] >= 1.0
+    if stationary:
+        moved = row["immediate"].get("linf_displacement", math.nan)
+        how = ("so the PGD direction came from its random start" if row["random_start"] == "uniform" else
+               "so the direction came from the seeded random sign start" if row["random_start"] == "sign" else
+               f"so sign(g) carries no direction and {row['attack_label']} "
+               + ("moved nothing" if moved == 0 else f"moved by round-off only (L-inf {moved:.3g} Å)")
+               + "; use a random start (--random-start, AttackSpec(random_start=True))")
+        unit = " eV/Å" if row.get("loss", "energy") == "energy" else ""
+        warnings.append(f"stationary point: every |dJ/dR| at the reference is below {row['grad_tolerance']:g}{unit} "
+                        f"(max {row['grad_max_reference']:.3g}{unit}), {how}")
+    half = 0.5 * min_lattice if periodic else math.nan
+    big = bool(periodic and row["epsilon_A"] > half)
+    if big:
+        warnings.append(f"eps = {row['epsilon_A']:.4g} Å exceeds half the smallest lattice vector ({half:.4g} Å): "
+                        "the perturbation can move atoms across the cell and into each other's periodic images")
+    bad = [st for st in ("immediate", "post_relaxation") if not math.isfinite(row[st].get("energy", 0.0))
+           or not math.isfinite(row[st].get("max_displacement", 0.0))]
+    if bad:
+        warnings.append(f"non-finite energy or positions at the {' and '.join(bad)} stage (the model returned NaN "
+                        "or inf); discrete metrics of that stage are NaN")
+    return {"stationary_start": bool(stationary), "half_min_lattice_A": half, "epsilon_exceeds_half_cell": big,
+            "nonfinite": bool(bad), "warnings": warnings}
+
+
 # -------------------------------------------------------------- float32/float64 agreement, cross-seed spread
-#: Run-level metrics the reference compares between dtypes (ATTACKS.md §3), plus ΔE of both stages.
+#: Run-level metrics the reference compares between dtypes (docs/attacks.md §3), plus ΔE of both stages.
 AGREEMENT_METRICS = ("post_relaxation.max_displacement", "immediate.max_delta_force", "post_relaxation.energy",
                      "immediate.delta_energy", "post_relaxation.delta_energy", "steps_before", "steps_after")
 #: Discrete verdicts whose agreement is reported as a fraction of matched runs.
 VERDICTS = ("immediate.space_group_change", "post_relaxation.space_group_change", "converged_before",
             "converged_after")
-#: Metrics of the reference's cross-seed figures (ATTACKS.md §3), at both stages.
+#: Metrics of the reference's cross-seed figures (docs/attacks.md §3), at both stages.
 SPREAD_METRICS = tuple(f"{st}.{m}" for st in ("immediate", "post_relaxation")
                        for m in ("median_displacement", "median_delta_force", "jaccard_distance", "rdf_l1",
                                  "coordination_change_max")) + ("steps_after",)
@@ -361,7 +436,7 @@ def value(row: dict[str, Any], name: str) -> float:
 
 def run_key(row: dict[str, Any]) -> tuple:
     """Identity of a run apart from its dtype: (structure, attack, n, α/ε, ε, seed), ε and α/ε to 6 significant
-    digits so that float32 and float64 rows of the same request match (ATTACKS.md §3 matches on material, run
+    digits so that float32 and float64 rows of the same request match (docs/attacks.md §3 matches on material, run
     folder, attack, ε, n, α)."""
     ratio = row.get("alpha_ratio")
     if ratio is None:
@@ -371,7 +446,7 @@ def run_key(row: dict[str, Any]) -> tuple:
 
 
 def _r2(x: np.ndarray, y: np.ndarray) -> float:
-    """Squared Pearson correlation (the reference's "R²", ATTACKS.md §3); NaN below 2 points or without variance."""
+    """Squared Pearson correlation (the reference's "R²", docs/attacks.md §3); NaN below 2 points or no variance."""
     if len(x) < 2 or np.std(x) == 0 or np.std(y) == 0:
         return math.nan
     return float(np.corrcoef(x, y)[0, 1] ** 2)
@@ -387,7 +462,7 @@ def dtype_agreement(rows: Sequence[dict[str, Any]], reference_rows: Sequence[dic
 
     * ``r2``: squared Pearson correlation of (x, y), the reference's reported coefficient;
     * ``max_abs_diff``, ``median_abs_diff``: max and median of |y − x| (the metric's unit: Å, eV/Å, eV, steps);
-    * ``median_rel_diff``: median of |y − x| / |x| over pairs with x ≠ 0 (ATTACKS.md §3, proposed).
+    * ``median_rel_diff``: median of |y − x| / |x| over pairs with x ≠ 0 (docs/attacks.md §3, proposed).
 
     For each discrete verdict v: ``verdict_agreement[v]`` = fraction of pairs with equal values (e.g. whether the
     space group changed, whether a relaxation converged).
@@ -429,7 +504,7 @@ def grid_agreement(grid: Any, reference: Any) -> dict[str, Any]:
       positions (Å);
     * ``abs_dE_adversarial``, ``abs_dE_final``: |E − E^x| at both stages (eV);
     * ``sign_agreement``: fraction of coordinates where sign(R_adv − R_ref) equals the reference's (for FGSM this is
-      the fraction of gradient sign components that agree between dtypes, ATTACKS.md §1.8 item 7 and §3, proposed).
+      the fraction of gradient sign components that agree between dtypes, docs/attacks.md §1.8 item 7 and §3, proposed).
 
     ``reference_abs_dE`` (S,) compares the first relaxations.  Returns arrays with leading axes (S, A, E, K) and
     ``summary`` maxima/medians over all runs.
@@ -490,7 +565,7 @@ def seed_spread(rows: Sequence[dict[str, Any]], metric: str) -> list[dict[str, A
 
     Per group: the values v_k of the seeds (NaN dropped), ``n_seeds``, and their median, Q25, Q75, IQR, mean,
     std (population, ddof 0), min, max.  FGSM and I-FGSM are deterministic, so their spread measures backend
-    non-determinism only; PGD's includes its random start (ATTACKS.md §3).
+    non-determinism only; PGD's includes its random start (docs/attacks.md §3).
     """
     groups: dict[tuple, list[tuple[int, float]]] = {}
     for r in rows:
@@ -506,7 +581,7 @@ def seed_spread(rows: Sequence[dict[str, Any]], metric: str) -> list[dict[str, A
 
 
 def seed_bands(rows: Sequence[dict[str, Any]], metric: str) -> list[dict[str, Any]]:
-    r"""The reference's cross-seed summary (ATTACKS.md §3) for every (attack, n, α/ε, ε).
+    r"""The reference's cross-seed summary (docs/attacks.md §3) for every (attack, n, α/ε, ε).
 
     1. for each seed, the median over structures of the run-level metric (NaN dropped): m_k;
     2. across the seeds: median, Q25, Q75 (the shaded band), IQR, std, and ``seed_count``; ``per_seed`` maps each

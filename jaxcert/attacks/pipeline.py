@@ -1,6 +1,6 @@
-r"""Relax → attack → relax (ATTACKS.md §2), batched over structures × attacks × ε × seeds.
+r"""Relax → attack → relax (docs/attacks.md §2), batched over structures × attacks × ε × seeds.
 
-Per run (ATTACKS.md §2, "Sequence per run"):
+Per run (docs/attacks.md §2, "Sequence per run"):
 
 1. relax the input at fixed cell to R_ref (the reference; FIRE by default, fmax
    0.01 eV/Å, 300 steps, both configurable and recorded);
@@ -13,7 +13,7 @@ once per structure (the reference repeats it, deterministically, for every row)
 and vmaps steps 2–3 over (attack, ε, seed).  Relaxations are ``lax.while_loop``
 per structure, so under ``vmap`` each run keeps its own step count and an honest
 ``converged`` flag (max_i ‖F_i‖ < fmax; the reference reports success even at the
-step limit, ATTACKS.md §2).
+step limit, docs/attacks.md §2).
 
 Reference optimiser: the study uses ASE LBFGS; jaxcert's pipeline defaults to
 FIRE (ASE defaults, :func:`jaxcert.relax.fire`) because it is O(N) and vmaps
@@ -22,9 +22,9 @@ differ from the reference's LBFGS counts.
 
 Randomness: the PGD start of seed k uses ``PRNGKey(k)``; by default the same key
 serves every structure, attack and ε, so the random pattern in units of ε is shared
-across materials of equal N, as in the reference (ATTACKS.md §1.5).  With
+across materials of equal N, as in the reference (docs/attacks.md §1.5).  With
 ``distinct_keys=True`` the key is ``fold_in``-ed with the structure, attack and ε
-indices (ATTACKS.md §1.5, proposed).
+indices (docs/attacks.md §1.5, proposed).
 """
 
 from __future__ import annotations
@@ -38,57 +38,87 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcert import inputs
 from jaxcert.attacks import losses as _losses
+from jaxcert.attacks.attacks import SIGN_START, sign_attack
 from jaxcert.attacks.attacks import run as _run_attack
-from jaxcert.attacks.attacks import sign_attack
 from jaxcert.model import Model
 from jaxcert.relax import RelaxResult, bfgs, fire
 from jaxcert.structure import Structure, stack
 
 __all__ = ["AttackSpec", "PipelineConfig", "Stage", "RunResult", "GridResult", "ATTACKS",
-           "attack_relax", "relax_attack_relax", "run_grid", "relax_batch"]
+           "attack_relax", "relax_attack_relax", "run_grid", "relax_batch", "check_attackable"]
 
 
 @dataclasses.dataclass(frozen=True)
 class AttackSpec:
-    """One attack configuration (static).
+    """One attack configuration (static), checked on construction (docs/attacks.md §8).
 
     Attributes:
       name: ``"fgsm"``, ``"ifgsm"`` or ``"pgd"``.
-      n_steps: n (FGSM: 1).
-      alpha_ratio: α/ε (FGSM 1, I-FGSM 1/n, PGD default 0.1 as the experiment).
+      n_steps: n, an integer ≥ 1 (FGSM: 1).
+      alpha_ratio: α/ε, a finite number > 0 (FGSM 1, I-FGSM 1/n, PGD default 0.1 as the experiment); pgd only.
+      random_start: ``None`` (the attack's own start: uniform for PGD, none for FGSM/I-FGSM) or ``True`` for
+        FGSM/I-FGSM: the R+FGSM random sign start (±ε/2, then ε/2 along the gradient sign; docs/attacks.md §6).
+        PGD always starts uniformly in the box, so ``False`` is refused for it.
+
+    Raises:
+      InputError (a ValueError) naming the field, the value and what is allowed.
     """
 
     name: str = "pgd"
     n_steps: int = 10
     alpha_ratio: float | None = None
+    random_start: bool | None = None
 
     def __post_init__(self):
-        if self.name not in ("fgsm", "ifgsm", "pgd"):
-            raise ValueError(f"unknown attack {self.name!r}; use fgsm, ifgsm or pgd")
-        if self.n_steps < 1:
-            raise ValueError(f"n_steps must be >= 1, got {self.n_steps}")
+        inputs.choice("AttackSpec.name", self.name, ("fgsm", "ifgsm", "pgd"))
+        object.__setattr__(self, "n_steps", inputs.integer("AttackSpec.n_steps", self.n_steps, minimum=1))
         if self.name == "fgsm" and self.n_steps != 1:
-            raise ValueError("fgsm takes exactly one step; use ifgsm for n > 1")
-        if self.alpha_ratio is not None and self.name != "pgd":
-            raise ValueError("alpha is fixed for fgsm (ε) and ifgsm (ε/n); only pgd takes alpha_ratio "
-                             "(as the reference CLI)")
+            raise inputs.InputError(f"AttackSpec.n_steps: got {self.n_steps} for fgsm; allowed: 1 (fgsm takes "
+                                    "exactly one step; use ifgsm for n > 1)")
+        if self.alpha_ratio is not None:
+            if self.name != "pgd":
+                raise inputs.InputError("AttackSpec.alpha_ratio: alpha is fixed for fgsm (ε) and ifgsm (ε/n); only "
+                                        "pgd takes alpha_ratio (as the reference CLI)")
+            object.__setattr__(self, "alpha_ratio", inputs.positive("AttackSpec.alpha_ratio", self.alpha_ratio))
+        if self.random_start is not None:
+            if not isinstance(self.random_start, (bool, np.bool_)):
+                raise inputs.InputError(f"AttackSpec.random_start: got {self.random_start!r}; allowed: None, True "
+                                        "or False")
+            object.__setattr__(self, "random_start", bool(self.random_start))
+            if self.name == "pgd" and not self.random_start:
+                raise inputs.InputError("AttackSpec.random_start: got False for pgd; allowed: None or True (PGD "
+                                        "always starts from a uniform random point of the ε box)")
+            if self.name != "pgd" and not self.random_start:
+                object.__setattr__(self, "random_start", None)  # False = the default: one spelling, one key
+
+    @property
+    def sign_start(self) -> float:
+        """β of the R+FGSM random sign start as a fraction of ε (0: none)."""
+        return SIGN_START if (self.random_start and self.name != "pgd") else 0.0
+
+    @property
+    def start(self) -> str:
+        """How the attack starts: ``"uniform"`` (PGD), ``"sign"`` (R+FGSM random sign step) or ``"none"``."""
+        return "uniform" if self.name == "pgd" else ("sign" if self.sign_start > 0 else "none")
 
     @property
     def alpha(self) -> float:
-        """α/ε."""
+        """α/ε (with the R+FGSM start: (1 − β)/n)."""
         if self.name == "fgsm":
-            return 1.0
+            return 1.0 - self.sign_start
         if self.name == "ifgsm":
-            return 1.0 / self.n_steps
+            return (1.0 - self.sign_start) / self.n_steps
         return 0.1 if self.alpha_ratio is None else float(self.alpha_ratio)
 
     @property
     def label(self) -> str:
-        return "FGSM" if self.name == "fgsm" else ("I-FGSM" if self.name == "ifgsm" else "PGD")
+        base = "FGSM" if self.name == "fgsm" else ("I-FGSM" if self.name == "ifgsm" else "PGD")
+        return "R+" + base if self.sign_start > 0 else base
 
 
-#: The experiment's three attacks at each ε (ATTACKS.md §5).
+#: The experiment's three attacks at each ε (docs/attacks.md §5).
 ATTACKS = (AttackSpec("fgsm", 1), AttackSpec("ifgsm", 10), AttackSpec("pgd", 10, 0.1))
 
 
@@ -97,12 +127,16 @@ class PipelineConfig:
     """Static settings of the pipeline (recorded with every run).
 
     Attributes:
-      fmax: convergence threshold max_i ‖F_i‖ < fmax in eV/Å (ATTACKS.md §2: 0.01).
+      fmax: convergence threshold max_i ‖F_i‖ < fmax in eV/Å (docs/attacks.md §2: 0.01).
       max_steps: relaxation step limit (300, the seed's value; the LiCOHPF config used 600).
       optimizer: ``"fire"`` (default) or ``"bfgs"``.
       loss: objective name, ``"energy"`` (the reference) or ``"force_norm"``.
       relative: ε is a fraction of the minimum lattice-vector length.
       distinct_keys: fold structure/attack/ε indices into the PGD key.
+
+    Raises:
+      InputError (a ValueError) on a non-finite or non-positive fmax, a max_steps that is not an integer ≥ 1, an
+      unknown optimizer or loss (docs/attacks.md §8).
     """
 
     fmax: float = 0.01
@@ -113,8 +147,16 @@ class PipelineConfig:
     distinct_keys: bool = False
 
     def __post_init__(self):
-        if self.optimizer not in ("fire", "bfgs"):
-            raise ValueError(f"unknown optimizer {self.optimizer!r}; use 'fire' or 'bfgs'")
+        # checked and normalised (fmax a float, max_steps an int) so that equal settings hash equally
+        object.__setattr__(self, "fmax", inputs.positive("PipelineConfig.fmax", self.fmax, "eV/Å"))
+        object.__setattr__(self, "max_steps", inputs.integer("PipelineConfig.max_steps", self.max_steps, minimum=1))
+        inputs.choice("PipelineConfig.optimizer", self.optimizer, ("fire", "bfgs"))
+        inputs.choice("PipelineConfig.loss", self.loss, tuple(sorted(_losses._SINGLE)))
+        for name in ("relative", "distinct_keys"):
+            v = getattr(self, name)
+            if not isinstance(v, (bool, np.bool_)):
+                raise inputs.InputError(f"PipelineConfig.{name}: got {v!r}; allowed: true or false")
+            object.__setattr__(self, name, bool(v))
 
 
 class Stage(NamedTuple):
@@ -132,7 +174,8 @@ class RunResult(NamedTuple):
       adversarial: the immediate stage R_adv.
       final: the post-relaxation stage R_fin.
       steps, converged, fmax: of the second relaxation (fmax reached, eV/Å).
-      epsilon: ε in Å; alpha: α in Å; small_grad_fraction: see :mod:`jaxcert.attacks.attacks`.
+      epsilon: ε in Å; alpha: α in Å; small_grad_fraction, grad_max: the gradient at R_ref, see
+        :mod:`jaxcert.attacks.attacks` (a fraction of 1 is a stationary start, docs/attacks.md §6).
     """
 
     adversarial: Stage
@@ -143,6 +186,7 @@ class RunResult(NamedTuple):
     epsilon: jax.Array
     alpha: jax.Array
     small_grad_fraction: jax.Array
+    grad_max: jax.Array
 
 
 class GridResult(NamedTuple):
@@ -182,40 +226,73 @@ def _loss(model: Model, cfg: PipelineConfig):
 
 def attack_relax(model: Model, s_ref: Structure, eps: Any, key: Any, n_steps: Any, alpha_ratio: Any,
                  random_start: Any, project: Any, cfg: PipelineConfig = PipelineConfig(),
-                 max_attack_steps: int | None = None, movable: Any = None) -> RunResult:
-    """Attack a (prepared) reference and relax the result; pure, jittable, vmappable in every array arg."""
+                 max_attack_steps: int | None = None, movable: Any = None, sign_start: Any = 0.0) -> RunResult:
+    """Attack a (prepared) reference and relax the result; pure, jittable, vmappable in every array arg.
+
+    ``random_start`` is PGD's uniform start, ``sign_start`` the R+FGSM sign step β (docs/attacks.md §6).  Values are
+    not checked here (they may be traced); :func:`run_grid` checks them at the boundary.
+    """
     attack = sign_attack(_loss(model, cfg), eps, jnp.asarray(eps) * alpha_ratio, n_steps,
-                         random_start=random_start, project=project,
+                         random_start=random_start, sign_start=sign_start, project=project,
                          max_steps=max_attack_steps if max_attack_steps is not None else n_steps,
                          relative=cfg.relative, movable=movable)
     st = _run_attack(attack, s_ref, key)
     adv = st.structure
     rel = _relax(model, adv, cfg)
     return RunResult(_stage(model, adv), _stage(model, rel.structure), rel.steps, rel.converged, rel.fmax,
-                     st.epsilon, st.alpha, st.small_grad_fraction)
+                     st.epsilon, st.alpha, st.small_grad_fraction, st.grad_max)
 
 
 def _spec_arrays(attacks: Sequence[AttackSpec]):
     n = np.array([a.n_steps for a in attacks], np.int32)
     ratio = np.array([a.alpha for a in attacks])
     rs = np.array([a.name == "pgd" for a in attacks])
-    proj = np.array([a.name != "fgsm" for a in attacks])
-    return n, ratio, rs, proj
+    proj = np.array([a.name != "fgsm" or a.sign_start > 0 for a in attacks])
+    sign = np.array([a.sign_start for a in attacks])
+    return n, ratio, rs, proj, sign
+
+
+def _check_grid_args(epsilons: Any, seeds: Any) -> tuple[np.ndarray, np.ndarray]:
+    """ε (finite, > 0) and seeds (integers in [0, 2³¹ − 1], each once) as host arrays, or InputError."""
+    eps = inputs.number_list("epsilons", np.atleast_1d(np.asarray(epsilons, dtype=object)).tolist(), unit="Å")
+    ks = inputs.integer_list("seeds", np.atleast_1d(np.asarray(seeds, dtype=object)).tolist(), seeds=True)
+    return np.asarray(eps, np.float64), np.asarray(ks, np.int64)
+
+
+def check_attackable(name: str, s: Any) -> None:
+    """Refuse a structure whose every perturbation is a rigid translation: fewer than two real atoms
+    (docs/attacks.md §7).  ``s`` is an ``ase.Atoms`` or a (possibly stacked) :class:`Structure`; ``name`` names it
+    in the message."""
+    if hasattr(s, "get_positions"):  # ase.Atoms
+        counts, pbc = np.asarray([len(s)]), bool(np.any(s.get_pbc()))
+    else:
+        counts = np.asarray(s.mask).reshape(-1, np.asarray(s.mask).shape[-1]).sum(axis=-1)
+        pbc = any(s.pbc)
+    for i, n in enumerate(counts.tolist()):
+        if n < 2:
+            where = name if counts.size == 1 else f"{name}[{i}]"
+            kind = "a periodic cell" if pbc else "a structure"
+            raise inputs.InputError(
+                f"{where}: {kind} with {n} atom has no relative degrees of freedom: every perturbation is a rigid "
+                "translation, so the attack measures nothing; allowed: at least 2 atoms; give a supercell (e.g. "
+                "ase Atoms.repeat, or --min-length for an element symbol)")
 
 
 def relax_attack_relax(model: Model, s: Structure, spec: AttackSpec, eps: float, seed: int,
                        cfg: PipelineConfig = PipelineConfig()) -> tuple[RelaxResult, Stage, RunResult]:
     """One full run, unbatched (the looped reference for tests and small jobs); ``s`` prepared here."""
+    eps_h, seed_h = _check_grid_args([eps], [seed])
+    check_attackable("structure", s)
     s = model.prepare(s)
-    return _one_run(model, s, spec, jnp.asarray(eps, s.dtype), jnp.asarray(seed), cfg)
+    return _one_run(model, s, spec, jnp.asarray(eps_h[0], s.dtype), jnp.asarray(int(seed_h[0]), jnp.uint32), cfg)
 
 
 @partial(jax.jit, static_argnames=("spec", "cfg"))
 def _one_run(model, s, spec, eps, seed, cfg):
     ref = _relax(model, s, cfg)
-    n, ratio, rs, proj = (x[0] for x in _spec_arrays([spec]))
+    n, ratio, rs, proj, sign = (x[0] for x in _spec_arrays([spec]))
     run = attack_relax(model, ref.structure, eps, jax.random.PRNGKey(seed), int(n), float(ratio), bool(rs),
-                       bool(proj), cfg)
+                       bool(proj), cfg, sign_start=float(sign))
     return ref, _stage(model, ref.structure), run
 
 
@@ -231,14 +308,15 @@ def relax_batch(model: Model, s: Structure, cfg: PipelineConfig = PipelineConfig
 
 
 @partial(jax.jit, static_argnames=("cfg", "max_n"))
-def _grid(model, s_ref, eps, seeds, n, ratio, rs, proj, cfg, max_n):
+def _grid(model, s_ref, eps, seeds, n, ratio, rs, proj, sign, cfg, max_n):
     keys = jax.vmap(jax.random.PRNGKey)(seeds)  # (K, 2)
     S, A, E = s_ref.positions.shape[0], n.shape[0], eps.shape[0]
 
     def one(s, i_s, i_a, i_e, key):
         if cfg.distinct_keys:
             key = jax.random.fold_in(jax.random.fold_in(jax.random.fold_in(key, i_s), i_a), i_e)
-        return attack_relax(model, s, eps[i_e], key, n[i_a], ratio[i_a], rs[i_a], proj[i_a], cfg, max_n)
+        return attack_relax(model, s, eps[i_e], key, n[i_a], ratio[i_a], rs[i_a], proj[i_a], cfg, max_n,
+                            sign_start=sign[i_a])
 
     f = jax.vmap(one, in_axes=(None, None, None, None, 0))  # seeds
     f = jax.vmap(f, in_axes=(None, None, None, 0, None))  # ε
@@ -255,27 +333,36 @@ def run_grid(model: Model, structures: Structure | Sequence[Structure], epsilons
     Args:
       model: a JAX :class:`~jaxcert.Model`.
       structures: a list of structures (stacked with padding here) or an already stacked batch.
-      epsilons: (E,) ε values in Å (fractions of L with ``cfg.relative``).
-      seeds: (K,) integer seeds (PGD random start).
+      epsilons: (E,) ε values in Å (fractions of L with ``cfg.relative``), each finite and > 0.
+      seeds: (K,) integer seeds in [0, 2³¹ − 1], each once (PGD and R+FGSM random starts).
       attacks: attack specifications (default: the experiment's FGSM, I-FGSM n=10, PGD n=10 α=0.1ε).
       cfg: :class:`PipelineConfig`.
 
     Returns:
       :class:`GridResult`; ``runs`` has leading axes (S, A, E, K).
+
+    Raises:
+      InputError (a ValueError) before any computation on a bad ε or seed, an attack that is not an
+      :class:`AttackSpec`, or a structure with fewer than two atoms (docs/attacks.md §7, §8).
     """
     if isinstance(structures, Structure) and structures.positions.ndim == 2:
         structures = [structures]
-    s = stack(list(structures)) if not isinstance(structures, Structure) else structures
-    s = model.prepare(s)
     if isinstance(attacks, AttackSpec):
         attacks = (attacks,)
     attacks = tuple(attacks)
+    if not attacks or not all(isinstance(x, AttackSpec) for x in attacks):
+        raise inputs.InputError(f"attacks: got {attacks!r}; allowed: a non-empty sequence of AttackSpec")
+    if not isinstance(cfg, PipelineConfig):
+        raise inputs.InputError(f"cfg: got {type(cfg).__name__}; allowed: a PipelineConfig")
+    eps_host, seeds_np = _check_grid_args(epsilons, seeds)  # ε as requested (recorded unrounded)
+    s = stack(list(structures)) if not isinstance(structures, Structure) else structures
+    check_attackable("structures", s)
+    s = model.prepare(s)
     dt = s.dtype
-    eps_host = np.atleast_1d(np.asarray(epsilons, np.float64))  # as requested (recorded unrounded)
     eps = jnp.asarray(eps_host, dt)
-    seeds_np = np.atleast_1d(np.asarray(seeds, np.int64))
     ref, ref_stage = relax_batch(model, s, cfg)
-    n, ratio, rs, proj = _spec_arrays(attacks)
+    n, ratio, rs, proj, sign = _spec_arrays(attacks)
     runs = _grid(model, ref.structure, eps, jnp.asarray(seeds_np, jnp.uint32), jnp.asarray(n),
-                 jnp.asarray(ratio, dt), jnp.asarray(rs), jnp.asarray(proj), cfg, int(n.max()))
+                 jnp.asarray(ratio, dt), jnp.asarray(rs), jnp.asarray(proj), jnp.asarray(sign, dt), cfg,
+                 int(n.max()))
     return GridResult(ref_stage, ref.steps, ref.converged, ref.fmax, runs, attacks, eps_host, seeds_np, cfg)

@@ -1,4 +1,4 @@
-r"""Metric-vs-ε figures of the study (ATTACKS.md §3, "Plot-level statistics"; §4, "How it is compared").
+r"""Metric-vs-ε figures of the study (docs/attacks.md §3, "Plot-level statistics"; §4, "How it is compared").
 
 For every metric, one figure: x = ε (Å, log scale), one line per attack (and step
 count, so a step sweep does not mix with the ε grid) at the **median** over all

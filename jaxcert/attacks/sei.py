@@ -1,4 +1,4 @@
-r"""A 20-crystal Li–C–O(–H–P–F) set, **standing in for the study's private LiCOHPF frames** (ATTACKS.md §5).
+r"""A 20-crystal Li–C–O(–H–P–F) set, **standing in for the study's private LiCOHPF frames** (docs/attacks.md §5).
 
 The study's second data set is 20 frames of a file ``20_licohpf.xyz`` that is
 not public (drawn from the LiCOHPF database of Li et al. 2025, no selection rule

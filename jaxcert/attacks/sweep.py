@@ -1,6 +1,6 @@
 r"""Resumable sweeps: (structure × attack × ε × seed) runs into an SQLite store, one row per finished run.
 
-The experiment of ATTACKS.md §5 is a set of independent runs keyed by their
+The experiment of docs/attacks.md §5 is a set of independent runs keyed by their
 parameters.  :func:`sweep` computes the keys of every requested run, skips the
 keys already in the store, and runs the rest with :func:`jaxcert.attacks.run_grid`
 in chunks of structures (each chunk one vmapped program over its pending
@@ -22,7 +22,7 @@ that the rerun overwrites (same keys, same name) or that stays unused.
 
 A row stores the run's parameters as columns, the full metric row
 (:func:`jaxcert.attacks.metrics.run_metrics`) as JSON, the dtype, the
-configuration hash and the jaxcert version (ATTACKS.md §5, proposed).  The key
+configuration hash and the jaxcert version (docs/attacks.md §5, proposed).  The key
 is the SHA-256 of (model, structure label, attack, n, α/ε, ε, seed,
 configuration hash), with the dtype appended when it is not float64 (float64 keys
 are those of stores written before the dtype was recorded).
@@ -36,6 +36,21 @@ the workers with cloudpickle.
 
 Export: :meth:`Store.export` writes one flat row per run (nested metrics as
 dotted columns) to CSV, or to Parquet when pyarrow is installed.
+
+Boundary (docs/attacks.md §8): :func:`sweep` checks its arguments (ε finite and
+> 0, seeds integers in [0, 2³¹ − 1], chunk and max_chunks integers ≥ 1, every
+structure with at least two atoms) before it computes anything, and raises
+:class:`~jaxcert.inputs.InputError` naming the argument.
+
+Progress (docs/attacks.md §5): :class:`SweepProgress` renders the events of
+:func:`sweep` with ``rich.progress`` on a terminal (bar, runs done, elapsed time,
+time remaining) and as one plain line per chunk (elapsed, ETA) otherwise.
+
+Provenance: an ``ase.Atoms`` structure carrying ``info["jaxcert_source"]`` (and
+``info["supercell"]``) has them recorded in its rows as ``structure_source`` and
+``repeats``; ``info["jaxcert_key"]`` (set by
+:func:`jaxcert.attacks.crystals.element_cell`) enters the run key, so that runs on
+a differently built cell under the same label are never taken as done.
 """
 
 from __future__ import annotations
@@ -54,9 +69,10 @@ from typing import Any
 
 import numpy as np
 
-from jaxcert.attacks.pipeline import ATTACKS, AttackSpec, PipelineConfig, run_grid
+from jaxcert import inputs
+from jaxcert.attacks.pipeline import ATTACKS, AttackSpec, PipelineConfig, check_attackable, run_grid
 
-__all__ = ["Store", "task_key", "sweep", "text_progress", "ARRAY_FIELDS"]
+__all__ = ["Store", "task_key", "sweep", "text_progress", "SweepProgress", "ARRAY_FIELDS"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -89,12 +105,21 @@ def _config_hash(cfg: PipelineConfig) -> str:
 
 
 def task_key(model: str, structure: str, spec: AttackSpec, eps: float, seed: int, cfg: PipelineConfig,
-             dtype: str = "float64") -> str:
-    """SHA-256 key of one run's parameters (the dtype enters only when it is not float64, see module docstring)."""
+             dtype: str = "float64", structure_tag: str | None = None) -> str:
+    """SHA-256 key of one run's parameters.
+
+    The dtype enters only when it is not float64, the R+FGSM random start only when it is on and
+    ``structure_tag`` (how an element's cell was built) only when given, so keys of stores written before these
+    existed are unchanged (module docstring).
+    """
     doc = [model, structure, spec.name, spec.n_steps, repr(float(spec.alpha)), repr(float(eps)), int(seed),
            _config_hash(cfg)]
     if dtype != "float64":
         doc.append(dtype)
+    if spec.sign_start > 0:
+        doc.append(f"random_start=sign:{spec.sign_start!r}")
+    if structure_tag is not None:
+        doc.append(f"structure={structure_tag}")
     return hashlib.sha256(json.dumps(doc).encode()).hexdigest()
 
 
@@ -234,33 +259,113 @@ def _column(values: list[Any]) -> list[Any]:
 
 
 # ----------------------------------------------------------------------------------------------- progress
-def text_progress(stream: Any = None, width: int = 30) -> Callable[[Mapping[str, Any]], None]:
-    """A text progress bar for :func:`sweep` (default on stderr): ``[####----] 120/240 runs (50%) chunk 3/6 …``.
+def _hms(seconds: float) -> str:
+    """``h:mm:ss`` (``--:--:--`` when unknown)."""
+    if not math.isfinite(seconds) or seconds < 0:
+        return "-:--:--"
+    s = int(round(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
-    Redraws one line with ``\\r`` on a terminal, prints one line per finished chunk otherwise (logs, CI).
-    """
+
+def _eta(ev: Mapping[str, Any]) -> float:
+    """Seconds left for the runs this call still has to compute, at the mean rate so far (compilation included)."""
+    rate = ev["computed"] / ev["elapsed_s"] if ev["elapsed_s"] > 0 else math.nan
+    left = ev.get("scheduled", ev["total"] - ev["done"] + ev["computed"]) - ev["computed"]
+    return left / rate if rate and rate > 0 else math.nan
+
+
+def text_progress(stream: Any = None) -> Callable[[Mapping[str, Any]], None]:
+    """Plain-text progress for :func:`sweep` (logs, CI, a stderr that is not a terminal): one line per event, e.g.
+    ``sweep: chunk 3/6 (si_1, si_2): 120/240 runs (50%), elapsed 0:01:23, eta 0:01:23``; no escape codes."""
     stream = sys.stderr if stream is None else stream
-    tty = bool(getattr(stream, "isatty", lambda: False)())
 
     def show(ev: Mapping[str, Any]) -> None:
         if ev["event"] == "start":
-            stream.write(f"sweep: {ev['total']} runs requested, {ev['done']} already stored, {ev['n_chunks']} "
-                         f"chunk(s) to compute\n")
+            stream.write(f"sweep: {ev['total']} runs requested, {ev['done']} already stored, "
+                         f"{ev.get('scheduled', '?')} to compute in {ev['n_chunks']} chunk(s)\n")
         elif ev["event"] == "chunk_done":
-            total = max(ev["total"], 1)
-            frac = ev["done"] / total
-            fill = int(round(width * frac))
-            rate = ev["computed"] / ev["elapsed_s"] if ev["elapsed_s"] > 0 else math.nan
-            eta = (ev["total"] - ev["done"]) / rate if rate and rate > 0 else math.nan
-            line = (f"[{'#' * fill}{'-' * (width - fill)}] {ev['done']}/{ev['total']} runs ({100 * frac:.0f}%) "
-                    f"chunk {ev['chunk']}/{ev['n_chunks']} ({', '.join(ev['labels'])}) {ev['elapsed_s']:.0f} s"
-                    + (f", eta {eta:.0f} s" if math.isfinite(eta) else ""))
-            stream.write(("\r" + line) if tty else (line + "\n"))
-        elif ev["event"] == "end" and tty:
-            stream.write("\n")
+            frac = ev["done"] / max(ev["total"], 1)
+            stream.write(f"sweep: chunk {ev['chunk']}/{ev['n_chunks']} ({', '.join(ev['labels'])}): "
+                         f"{ev['done']}/{ev['total']} runs ({100 * frac:.0f}%), elapsed {_hms(ev['elapsed_s'])}, "
+                         f"eta {_hms(_eta(ev))}\n")
+        elif ev["event"] == "end":
+            stream.write(f"sweep: {ev['computed']} run(s) computed in {_hms(ev.get('elapsed_s', math.nan))}\n")
         stream.flush()
 
     return show
+
+
+def _remaining_column() -> Any:
+    """A rich column ``eta h:mm:ss``: elapsed × (runs left / runs done), the mean rate so far.
+
+    rich's own ``TimeRemainingColumn`` needs two finished chunks inside its speed window (a sweep's chunks can be
+    minutes apart, and the first one includes compilation), so it would show no estimate for a long time."""
+    import rich.progress as rp
+    import rich.text
+
+    class Remaining(rp.ProgressColumn):
+        def render(self, task: Any) -> Any:
+            left = math.nan
+            if task.completed and task.elapsed and task.total is not None:
+                left = task.elapsed * (task.total - task.completed) / task.completed
+            return rich.text.Text(f"eta {_hms(left)}", style="progress.remaining")
+
+    return Remaining()
+
+
+class SweepProgress:
+    """Progress display for :func:`sweep`: ``rich.progress`` on a terminal, :func:`text_progress` lines otherwise.
+
+    The rich bar shows runs done of those this call computes, the elapsed time and an estimate of the time
+    remaining (from the mean rate of the finished chunks, live between chunks).  Use as a context manager (or call
+    :meth:`close`) so that the live display is stopped even when the sweep raises.
+
+    Args:
+      stream: where to write (default stderr).
+      terminal: force (True) or refuse (False) the rich display; default: ``stream.isatty()``.
+    """
+
+    def __init__(self, stream: Any = None, *, terminal: bool | None = None):
+        self.stream = sys.stderr if stream is None else stream
+        tty = bool(getattr(self.stream, "isatty", lambda: False)()) if terminal is None else bool(terminal)
+        self._plain = None if tty else text_progress(self.stream)
+        self._progress: Any = None
+        self._task: Any = None
+
+    def __call__(self, ev: Mapping[str, Any]) -> None:
+        if self._plain is not None:
+            self._plain(ev)
+            return
+        if ev["event"] == "start":
+            import rich.console
+            import rich.progress as rp
+
+            console = rich.console.Console(file=self.stream, force_terminal=True)
+            console.print(f"sweep: {ev['total']} runs requested, {ev['done']} already stored, "
+                          f"{ev.get('scheduled', '?')} to compute in {ev['n_chunks']} chunk(s)", highlight=False)
+            self._progress = rp.Progress(rp.TextColumn("sweep"), rp.BarColumn(), rp.MofNCompleteColumn(),
+                                         rp.TextColumn("runs"), rp.TimeElapsedColumn(), _remaining_column(),
+                                         rp.TextColumn("{task.fields[chunk]}"), console=console)
+            self._progress.start()
+            self._task = self._progress.add_task("sweep", total=max(int(ev.get("scheduled", 0)), 1),
+                                                 chunk=f"0/{ev['n_chunks']} chunks")
+        elif ev["event"] == "chunk_done" and self._progress is not None:
+            self._progress.update(self._task, advance=ev["stored"],
+                                  chunk=f"{ev['chunk']}/{ev['n_chunks']} chunks ({', '.join(ev['labels'])})")
+        elif ev["event"] == "end":
+            self.close()
+
+    def close(self) -> None:
+        """Stop the live display (idempotent)."""
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    def __enter__(self) -> SweepProgress:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 # ----------------------------------------------------------------------------------------------- the sweep
@@ -270,6 +375,24 @@ def _structure(x: Any, dtype: Any):
     if isinstance(x, Structure):
         return x if dtype is None or x.dtype == dtype else Structure.from_ase(x.to_ase(), dtype=dtype)
     return Structure.from_ase(x, dtype=dtype)
+
+
+def _provenance(x: Any) -> dict[str, Any]:
+    """``structure_source`` and ``repeats`` of an ``ase.Atoms`` that records them in ``info`` (else nothing)."""
+    info = getattr(x, "info", None) or {}
+    out: dict[str, Any] = {}
+    if "jaxcert_source" in info:
+        out["structure_source"] = str(info["jaxcert_source"])
+    if "supercell" in info:
+        out["repeats"] = [int(m) for m in info["supercell"]]
+    return out
+
+
+def _unique(name: str, values: list[float]) -> list[float]:
+    dup = sorted({v for v in values if values.count(v) > 1})
+    if dup:
+        raise inputs.InputError(f"{name}: {dup} given more than once; each value must appear once")
+    return values
 
 
 def _run_chunk(model: Any, job: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, dict[str, np.ndarray]]]:
@@ -292,6 +415,7 @@ def _run_chunk(model: Any, job: dict[str, Any]) -> tuple[list[dict[str, Any]], d
         s, a, e, k = t["index"]
         row = run_metrics(g, s, a, e, k)
         row["structure"] = t["label"]
+        row.update(job.get("provenance", {}).get(t["label"], {}))
         rows.append({**t["columns"], "row": json.dumps(_plain(row), allow_nan=True)})
         if job["with_arrays"]:
             m = masks[s]
@@ -313,7 +437,7 @@ def _run_chunk(model: Any, job: dict[str, Any]) -> tuple[list[dict[str, Any]], d
 
 def sweep(model, structures: Mapping[str, Any], epsilons: Sequence[float], seeds: Sequence[int] = (42,),
           attacks: Sequence[AttackSpec] = ATTACKS, cfg: PipelineConfig | None = None, store: Store | None = None,
-          chunk: int = 8, max_chunks: int | None = None,
+          chunk: int = 8, max_chunks: int | None = None, dry_run: bool = False,
           progress: Callable[[Mapping[str, Any]], None] | None = None, dtype: Any = None,
           executor: str = "local", scheduler: str | None = None, client: Any = None,
           cluster_kwargs: Mapping[str, Any] | None = None) -> dict[str, int]:
@@ -324,10 +448,12 @@ def sweep(model, structures: Mapping[str, Any], epsilons: Sequence[float], seeds
       structures: label → ``ase.Atoms`` or :class:`~jaxcert.Structure`.
       epsilons, seeds, attacks, cfg: the grid (see :func:`jaxcert.attacks.run_grid`; cfg default PipelineConfig()).
       store: the :class:`Store` (default: in memory).
-      chunk: structures per vmapped program (one task with dask).
-      max_chunks: compute at most this many chunks (for time-boxed jobs; rerun to continue).
-      progress: optional callback receiving event dicts (``start``, ``chunk_done`` with ``done``/``total`` runs,
-        ``end``); :func:`text_progress` renders them as a bar.
+      chunk: structures per vmapped program (one task with dask), an integer ≥ 1.
+      max_chunks: compute at most this many chunks, an integer ≥ 1 (for time-boxed jobs; rerun to continue).
+      dry_run: count requested, stored and pending runs and compute nothing.
+      progress: optional callback receiving event dicts (``start`` with ``total``/``done``/``scheduled`` runs,
+        ``chunk_done`` with ``done``/``total``/``computed``/``elapsed_s``, ``end``); :class:`SweepProgress` renders
+        them (rich bar on a terminal, plain lines otherwise).
       dtype: cast every structure to this float dtype (default: the structures' own, all the same).
       executor: ``"local"`` or ``"dask"``.
       scheduler: dask scheduler address (``tcp://host:8786``) instead of a LocalCluster.
@@ -336,17 +462,32 @@ def sweep(model, structures: Mapping[str, Any], epsilons: Sequence[float], seeds
 
     Returns:
       counts: ``requested``, ``already_done``, ``computed``, ``remaining``.
+
+    Raises:
+      InputError (a ValueError), before anything is computed, on a bad ε, seed, chunk, max_chunks, executor or
+      attack, or a structure with fewer than two atoms (docs/attacks.md §8).
     """
     from jaxcert import __version__
 
-    if executor not in ("local", "dask"):
-        raise ValueError(f"unknown executor {executor!r}; use 'local' or 'dask'")
+    inputs.choice("executor", executor, ("local", "dask"))
+    chunk = inputs.integer("chunk", chunk, minimum=1)
+    if max_chunks is not None:
+        max_chunks = inputs.integer("max_chunks", max_chunks, minimum=1)
+    eps = _unique("epsilons", inputs.number_list("epsilons", list(np.atleast_1d(np.asarray(epsilons, object))),
+                                                 unit="Å"))
+    seeds = inputs.integer_list("seeds", list(np.atleast_1d(np.asarray(seeds, object))), seeds=True)
+    if isinstance(attacks, AttackSpec):
+        attacks = (attacks,)
+    attacks = tuple(attacks)
+    if not attacks or not all(isinstance(x, AttackSpec) for x in attacks):
+        raise inputs.InputError(f"attacks: got {attacks!r}; allowed: a non-empty sequence of AttackSpec")
     store = store if store is not None else Store(":memory:")
     cfg = cfg if cfg is not None else PipelineConfig()
-    attacks = tuple(attacks)
-    eps = [float(e) for e in epsilons]
-    seeds = [int(k) for k in seeds]
+    provenance = {lab: _provenance(x) for lab, x in structures.items()}
+    tags = {lab: (x.info.get("jaxcert_key") if hasattr(x, "info") else None) for lab, x in structures.items()}
     objs = {lab: _structure(x, dtype) for lab, x in structures.items()}
+    for lab, s in objs.items():
+        check_attackable(f"structures[{lab!r}]", s)
     dtypes = {str(s.dtype) for s in objs.values()}
     if len(dtypes) > 1:
         raise ValueError(f"structures of mixed dtypes {sorted(dtypes)}; pass dtype= to cast them")
@@ -354,7 +495,7 @@ def sweep(model, structures: Mapping[str, Any], epsilons: Sequence[float], seeds
     chash = _config_hash(cfg)
     done = store.keys()
     grid_keys = {
-        lab: {(a, e, k): task_key(model.name, lab, spec, ev, sd, cfg, dt)
+        lab: {(a, e, k): task_key(model.name, lab, spec, ev, sd, cfg, dt, tags[lab])
               for a, spec in enumerate(attacks) for e, ev in enumerate(eps) for k, sd in enumerate(seeds)}
         for lab in objs
     }
@@ -384,12 +525,16 @@ def sweep(model, structures: Mapping[str, Any], epsilons: Sequence[float], seeds
                             "seed": seeds[k], "config_hash": chash, "version": __version__, "dtype": dt}})
         jobs.append({"labels": labels, "structures": [objs[lab] for lab in labels], "epsilons": [eps[i] for i in e_idx],
                      "seeds": [seeds[i] for i in k_idx], "attacks": [attacks[i] for i in a_idx], "cfg": cfg,
-                     "tasks": tasks, "with_arrays": store.arrays_dir is not None, "dtype": dt})
+                     "tasks": tasks, "with_arrays": store.arrays_dir is not None, "dtype": dt,
+                     "provenance": {lab: provenance[lab] for lab in labels}})
     if max_chunks is not None:
-        jobs = jobs[: max(0, max_chunks)]
+        jobs = jobs[:max_chunks]
+    if dry_run:
+        jobs = []
     state = {"computed": 0, "chunks": 0, "t0": time.perf_counter()}
     emit = progress if progress is not None else (lambda ev: None)
-    emit({"event": "start", "total": requested, "done": already, "n_chunks": len(jobs)})
+    emit({"event": "start", "total": requested, "done": already, "n_chunks": len(jobs),
+          "scheduled": sum(len(j["tasks"]) for j in jobs)})
 
     def store_chunk(job, rows, arrays):
         name = store.write_arrays([r["key"] for r in rows], arrays)
@@ -398,14 +543,15 @@ def sweep(model, structures: Mapping[str, Any], epsilons: Sequence[float], seeds
         state["chunks"] += 1
         emit({"event": "chunk_done", "chunk": state["chunks"], "n_chunks": len(jobs), "labels": job["labels"],
               "stored": len(rows), "computed": state["computed"], "done": already + state["computed"],
-              "total": requested, "elapsed_s": time.perf_counter() - state["t0"]})
+              "total": requested, "scheduled": sum(len(j["tasks"]) for j in jobs),
+              "elapsed_s": time.perf_counter() - state["t0"]})
 
     if executor == "local":
         for job in jobs:
             store_chunk(job, *_run_chunk(model, job))
     elif jobs:
         _dask_run(model, jobs, store_chunk, scheduler, client, cluster_kwargs)
-    emit({"event": "end", "computed": state["computed"]})
+    emit({"event": "end", "computed": state["computed"], "elapsed_s": time.perf_counter() - state["t0"]})
     remaining = requested - already - state["computed"]
     return {"requested": requested, "already_done": already, "computed": state["computed"], "remaining": remaining}
 

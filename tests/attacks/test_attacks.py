@@ -1,4 +1,4 @@
-"""FGSM / I-FGSM / PGD update rules on Stillinger-Weber Si (ATTACKS.md §1)."""
+"""FGSM / I-FGSM / PGD update rules on Stillinger-Weber Si (docs/attacks.md §1)."""
 
 import jax
 import jax.numpy as jnp
@@ -139,3 +139,40 @@ def test_losses_on_known_cases(setup):
     assert float(fn_adv) > float(fnorm)  # ascending ½‖F‖² raises the force norm
     with pytest.raises(ValueError, match="at least 2"):
         losses.committee_variance([model])
+
+
+def test_stationary_start_and_the_random_sign_start():
+    """Ideal diamond Si: g(R₀) = 0 by symmetry, so small_grad_fraction = 1 and plain FGSM has no direction; R+FGSM
+    (docs/attacks.md §6) first steps ±ε/2 at random, then ε/2 along sign g, so every coordinate moves by 0 or ±ε,
+    the pattern set by the key.  (float32, where round-off leaves |g| ~ 1e-5 eV/Å, is covered by the CLI
+    determinism test in test_cli.py.)"""
+    dtype = jnp.float64
+    model = jaxcert.models.get("sw")
+    s = model.prepare(jaxcert.Structure.from_ase(bulk("Si", cubic=True), dtype=dtype))
+    loss = losses.energy(model)
+    eps = 0.05
+    keys = jax.vmap(jax.random.PRNGKey)(jnp.arange(3))
+
+    @jax.jit
+    def go(keys):
+        plain = A.run(A.fgsm(loss, eps), s)
+        rs = jax.vmap(lambda k: A.run(A.fgsm(loss, eps, random_start=True), s, k))(keys)
+        it = A.run(A.ifgsm(loss, eps, n_steps=4, random_start=True), s, keys[0])
+        return plain, rs, it
+
+    plain, rs, it = go(keys)
+    R0 = np.asarray(s.positions, np.float64)
+    tol = A.grad_tolerance(dtype)
+    assert float(plain.small_grad_fraction) == 1.0 and float(plain.grad_max) < tol == A.SMALL_GRAD
+    assert A.grad_tolerance(jnp.float32) == A.SMALL_GRAD_F32
+    assert (np.asarray(plain.structure.positions) == np.asarray(s.positions)).all()  # sign(0) = 0: nothing moves
+    d = (np.asarray(rs.structure.positions, np.float64) - R0) / eps
+    np.testing.assert_allclose(d, np.round(d), atol=1e-9)  # every coordinate moved by -ε, 0 or +ε
+    assert set(np.round(d).ravel().tolist()) == {-1.0, 0.0, 1.0}
+    assert not np.array_equal(d[0], d[1]) and not np.array_equal(d[1], d[2])  # the key sets the pattern
+    assert (np.asarray(rs.step) == 1).all() and float(rs.alpha[0]) == pytest.approx(eps / 2, rel=1e-6)
+    again = jax.jit(lambda k: A.run(A.fgsm(loss, eps, random_start=True), s, k).structure.positions)(keys[1])
+    np.testing.assert_array_equal(np.asarray(again), np.asarray(rs.structure.positions[1]))  # reproducible
+    di = (np.asarray(it.structure.positions, np.float64) - R0) / (eps / 8)  # ±4·(ε/8), then 4 steps of ε/8
+    np.testing.assert_allclose(di, np.round(di), atol=1e-9)
+    assert np.abs(di).max() <= 8 + 1e-9 and np.abs(di).max() > 0

@@ -1,4 +1,4 @@
-"""Contour baseline (ATTACKS.md §4) on SW Si: iso-energy, step bound, seeded, endpoint relaxation."""
+"""Contour baseline (docs/attacks.md §4) on SW Si: iso-energy, step bound, seeded, endpoint relaxation."""
 
 import numpy as np
 import pytest

@@ -84,7 +84,7 @@ def test_metric_rows(grid):
 
 def test_float32_agrees_with_float64_to_round_off(grid):
     """The same grid in float32 (structures cast; the model follows the input dtype): float32 outputs, the same PGD
-    random start (drawn in float32 for both), and agreement to float32 round-off (ATTACKS.md §3)."""
+    random start (drawn in float32 for both), and agreement to float32 round-off (docs/attacks.md §3)."""
     model, structures, g64 = grid
     s32 = [jaxcert.Structure.from_ase(s.to_ase(), dtype=jnp.float32) for s in structures]
     g32 = A.run_grid(model, s32, EPS, SEEDS, attacks=SPEC, cfg=CFG)

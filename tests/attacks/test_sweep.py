@@ -21,8 +21,8 @@ import pytest
 from ase.build import bulk
 
 import jaxcert
-from jaxcert.attacks import AttackSpec, PipelineConfig, metrics
-from jaxcert.attacks.sweep import ARRAY_FIELDS, Store, _config_hash, sweep, task_key, text_progress
+from jaxcert.attacks import AttackSpec, PipelineConfig, crystals, metrics
+from jaxcert.attacks.sweep import ARRAY_FIELDS, Store, SweepProgress, _config_hash, sweep, task_key, text_progress
 
 CFG = PipelineConfig(max_steps=60)
 KW = dict(epsilons=[0.02], seeds=[42], attacks=[AttackSpec("fgsm", 1)], cfg=CFG, chunk=1)
@@ -147,15 +147,43 @@ def test_old_store_is_migrated(tmp_path):
         store.arrays("k")
 
 
-def test_text_progress():
+EVENTS = [
+    {"event": "start", "total": 5, "done": 1, "n_chunks": 2, "scheduled": 4},
+    {"event": "chunk_done", "chunk": 1, "n_chunks": 2, "labels": ["a"], "stored": 1, "computed": 1, "done": 2,
+     "total": 5, "scheduled": 4, "elapsed_s": 2.0},
+    {"event": "end", "computed": 1, "elapsed_s": 2.5},
+]
+
+
+def test_text_progress_is_plain_lines_with_elapsed_and_eta():
     out = io.StringIO()
-    show = text_progress(out, width=10)
-    show({"event": "start", "total": 4, "done": 1, "n_chunks": 2})
-    show({"event": "chunk_done", "chunk": 1, "n_chunks": 2, "labels": ["a"], "stored": 1, "computed": 1, "done": 2,
-          "total": 4, "elapsed_s": 2.0})
+    show = text_progress(out)
+    for ev in EVENTS:
+        show(ev)
     lines = out.getvalue().splitlines()
-    assert lines[0] == "sweep: 4 runs requested, 1 already stored, 2 chunk(s) to compute"
-    assert lines[1].startswith("[#####-----] 2/4 runs (50%) chunk 1/2 (a) 2 s, eta 4 s")
+    assert lines[0] == "sweep: 5 runs requested, 1 already stored, 4 to compute in 2 chunk(s)"
+    # 1 run in 2 s, 3 of the 4 scheduled runs left: 6 s
+    assert lines[1] == "sweep: chunk 1/2 (a): 2/5 runs (40%), elapsed 0:00:02, eta 0:00:06"
+    assert "\r" not in out.getvalue() and "\x1b" not in out.getvalue()  # no escape codes off a terminal
+    # SweepProgress falls back to the same lines when its stream is not a terminal
+    plain = io.StringIO()
+    with SweepProgress(plain) as progress:
+        for ev in EVENTS:
+            progress(ev)
+    assert plain.getvalue() == out.getvalue()
+
+
+def test_rich_progress_on_a_terminal():
+    out = io.StringIO()
+    progress = SweepProgress(out, terminal=True)
+    progress(EVENTS[0])
+    time.sleep(0.05)
+    progress(EVENTS[1])
+    progress.close()  # what the CLI does in a finally block; idempotent
+    progress.close()
+    text = out.getvalue()
+    assert "\x1b[" in text  # rich drew a live display (ANSI codes), which the plain mode never does
+    assert "1/4" in text and "1/2 chunks (a)" in text and "eta 0:00:0" in text
 
 
 def test_dask_executor_matches_local(model, finished, tmp_path):
@@ -173,7 +201,7 @@ def test_dask_executor_matches_local(model, finished, tmp_path):
     for r in store.rows():
         np.testing.assert_array_equal(store.arrays(r["key"])["positions_final"],
                                       local.arrays(r["key"])["positions_final"])
-    with pytest.raises(ValueError, match="unknown executor"):
+    with pytest.raises(ValueError, match="executor: got 'ray'"):
         sweep(model, _structures(), executor="ray", **KW)
 
 
@@ -222,3 +250,26 @@ def test_kill_9_loses_nothing_finished_and_never_duplicates(tmp_path):
     keys = [r["key"] for r in store.rows()]
     assert len(keys) == len(set(keys)) == 3
     assert store.rows(structure=kept["structure"])[0]["key"] == kept["key"]
+
+
+def test_element_cell_rows_record_the_build_and_the_stationary_start(model):
+    """An element's cell (here unrepeated diamond Si, relaxed = ideal, g = 0 by symmetry): rows record how it was
+    built, its tag enters the key, FGSM is flagged stationary and moves nothing, R+FGSM moves (same grid shape as
+    the other sweeps, so no new compilation)."""
+    atoms = crystals.element_cell("Si", min_length=0)
+    store = Store(":memory:")
+    kw = dict(KW, attacks=[AttackSpec("fgsm", 1), AttackSpec("fgsm", 1, random_start=True)], chunk=1)
+    for spec in kw.pop("attacks"):
+        sweep(model, {"Si": atoms}, store=store, attacks=[spec], **kw)
+    plain, rs = sorted(store.rows(), key=lambda r: r["random_start"])  # "none" < "sign"
+    for r in (plain, rs):
+        assert r["structure_source"] == "ase.build.bulk('Si', cubic=True).repeat((1, 1, 1))"
+        assert r["repeats"] == [1, 1, 1] and r["n_atoms"] == 8 and r["stationary_start"] is True
+    assert plain["key"] == task_key(model.name, "Si", AttackSpec("fgsm", 1), 0.02, 42, CFG,
+                                    structure_tag=atoms.info["jaxcert_key"])
+    assert plain["key"] != task_key(model.name, "Si", AttackSpec("fgsm", 1), 0.02, 42, CFG)
+    assert plain["immediate"]["linf_displacement"] == 0.0 and "stationary point" in plain["warnings"][0]
+    assert "moved nothing" in plain["warnings"][0]
+    assert rs["attack_label"] == "R+FGSM" and rs["alpha_ratio"] == 0.5
+    assert rs["immediate"]["linf_displacement"] == pytest.approx(0.02, rel=1e-9)  # ±ε/2 ± ε/2 reaches ±ε
+    assert "random sign start" in rs["warnings"][0] and rs["key"] != plain["key"]

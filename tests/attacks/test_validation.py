@@ -1,0 +1,247 @@
+"""The input boundary of ``jaxcert attack`` / ``jaxcert sweep`` and of the API (docs/attacks.md §7, §8).
+
+Every check here runs before any JAX work (a bad value is refused while the arguments are read), so the whole
+module takes about a second; only the segmentation-fault regression starts a subprocess.
+"""
+
+import math
+import os
+import subprocess
+import sys
+
+import ase
+import ase.io
+import numpy as np
+import pytest
+from ase.build import bulk
+
+import jaxcert
+from jaxcert.attacks import AttackSpec, PipelineConfig, crystals, run_grid
+from jaxcert.attacks.sweep import sweep
+from jaxcert.cli import main
+from jaxcert.cli.attack import _load_structure
+from jaxcert.inputs import InputError
+
+#: (flag, value, what the message must quote): each must be refused by both subcommands.
+SHARED_BAD = [
+    ("--eps", "nan", "nan"), ("--eps", "inf", "inf"), ("--eps", "-1", "-1"), ("--eps", "0", "0"),
+    ("--eps", "0.1,-0.2", "-0.2"), ("--eps", "abc", "abc"),
+    ("--n-steps", "0", "0"), ("--n-steps", "-1", "-1"), ("--n-steps", "2.5", "2.5"), ("--n-steps", "nan", "nan"),
+    ("--max-steps", "0", "0"), ("--max-steps", "1.5", "1.5"), ("--max-steps", "inf", "inf"),
+    ("--fmax", "0", "0"), ("--fmax", "-0.01", "-0.01"), ("--fmax", "nan", "nan"), ("--fmax", "inf", "inf"),
+    ("--alpha-ratio", "0", "0"), ("--alpha-ratio", "-0.1", "-0.1"), ("--alpha-ratio", "nan", "nan"),
+    ("--seed", "-1", "-1"), ("--seed", "2147483648", "2147483648"), ("--seed", "1.5", "1.5"),
+    ("--seed", "nan", "nan"), ("--min-length", "-1", "-1"), ("--min-length", "nan", "nan"),
+]
+ATTACK_BAD = SHARED_BAD + [
+    ("--rattle", "-0.1", "-0.1"), ("--rattle", "nan", "nan"), ("--rattle", "inf", "inf"),
+    ("--rattle-seed", "-1", "-1"), ("--rattle-seed", "0.5", "0.5"), ("--rattle-seed", "2147483648", "2147483648"),
+]
+SWEEP_BAD = SHARED_BAD + [
+    ("--chunk", "0", "0"), ("--chunk", "1.5", "1.5"), ("--chunk", "-2", "-2"),
+    ("--max-chunks", "0", "0"), ("--max-chunks", "-1", "-1"), ("--max-chunks", "nan", "nan"),
+]
+
+
+def _one_line_error(capsys, flag: str, shown: str) -> str:
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    line = lines[0]
+    assert line.startswith(f"jaxcert: error: {flag}") and repr(shown) in line and "allowed" in line, line
+    return line
+
+
+@pytest.mark.parametrize(("flag", "value", "shown"), ATTACK_BAD, ids=[f"{f}={v}" for f, v, _ in ATTACK_BAD])
+def test_attack_refuses_bad_numbers(flag, value, shown, capsys):
+    assert main(["attack", "--model", "sw", "--structure", "Si", "--attack", "pgd", flag, value]) == 2
+    _one_line_error(capsys, flag, shown)
+
+
+@pytest.mark.parametrize(("flag", "value", "shown"), SWEEP_BAD, ids=[f"{f}={v}" for f, v, _ in SWEEP_BAD])
+def test_sweep_refuses_bad_numbers(flag, value, shown, tmp_path, capsys):
+    db = tmp_path / "s.sqlite"
+    argv = ["sweep", "--model", "sw", "--structures", "Si", "--attack", "pgd", "--eps", "0.01", "--seed", "42",
+            "--db", str(db), flag, value]
+    assert main(argv) == 2
+    _one_line_error(capsys, flag, shown)
+    assert not db.exists()  # refused before the store was opened
+
+
+#: (TOML line(s), the name the message must start with): the same checks for values from a sweep.toml.
+TOML_BAD = [
+    ("epsilons = [nan]", "sweep.toml: epsilons"), ("epsilons = [inf]", "sweep.toml: epsilons"),
+    ("epsilons = [0.1, -1.0]", "sweep.toml: epsilons"), ("seeds = [-1]", "sweep.toml: seeds"),
+    ("seeds = [1.5]", "sweep.toml: seeds"), ("n_steps = 0", "sweep.toml: n_steps"),
+    ("n_steps = 2.5", "sweep.toml: n_steps"), ("chunk = 0", "sweep.toml: chunk"),
+    ("max_chunks = 0", "sweep.toml: max_chunks"), ("alpha_ratio = nan", "sweep.toml: alpha_ratio"),
+    ("min_length = -1.0", "sweep.toml: min_length"), ("quiet = 'yes'", "sweep.toml: quiet"),
+    ("random_start = 1", "sweep.toml: random_start"),
+    ('attacks = [{name = "ifgsm", n_steps = 0}]', "sweep.toml: attacks: ifgsm.n_steps"),
+    ('attacks = [{name = "pgd", alpha_ratio = -0.1}]', "sweep.toml: attacks: pgd.alpha_ratio"),
+    ("[config]\nfmax = nan", "sweep.toml: [config] fmax"),
+    ("[config]\nmax_steps = 0", "sweep.toml: [config] max_steps"),
+    ("[config]\nrelative = 1", "sweep.toml: [config] relative"),
+]
+
+
+@pytest.mark.parametrize(("line", "name"), TOML_BAD, ids=[t.replace("\n", " ") for t, _ in TOML_BAD])
+def test_sweep_refuses_bad_toml_values(line, name, tmp_path, capsys):
+    toml = tmp_path / "sweep.toml"
+    toml.write_text(f'model = "sw"\nstructures = ["Si"]\ndb = "s.sqlite"\n{line}\n')
+    assert main(["sweep", str(toml)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"jaxcert: error: {name}: got") and "allowed" in lines[0]
+    assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_eps_nan_no_longer_crashes_in_native_code(tmp_path):
+    """``--eps nan`` used to reach ASE's neighbour list and die with SIGSEGV (exit 139); now exit 2, one line."""
+    root = os.path.dirname(os.path.dirname(jaxcert.__file__))
+    env = dict(os.environ, JAX_PLATFORMS="cpu", JAXCERT_CACHE_DIR="off",
+               PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-m", "jaxcert.cli", "attack", "--model", "sw", "--structure", "Si",
+                        "--eps", "nan"], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert p.stderr.strip().splitlines() == ["jaxcert: error: --eps: got 'nan'; allowed: a finite number > 0 "
+                                             "(Å, or a fraction of the smallest lattice vector with --relative)"]
+
+
+# ------------------------------------------------------------------------------------------------ structures
+PARTIAL_CIF = """data_disordered
+_cell_length_a 3.6
+_cell_length_b 3.6
+_cell_length_c 3.6
+_cell_angle_alpha 90
+_cell_angle_beta 90
+_cell_angle_gamma 90
+_symmetry_space_group_name_H-M 'P 1'
+loop_
+_atom_site_label
+_atom_site_type_symbol
+_atom_site_fract_x
+_atom_site_fract_y
+_atom_site_fract_z
+_atom_site_occupancy
+Cu1 Cu 0.0 0.0 0.0 0.5
+Au1 Au 0.0 0.0 0.0 0.5
+Cu2 Cu 0.5 0.5 0.0 1.0
+Cu3 Cu 0.5 0.0 0.5 1.0
+Cu4 Cu 0.0 0.5 0.5 1.0
+"""
+
+
+def _structure_files(tmp_path):
+    (tmp_path / "partial.cif").write_text(PARTIAL_CIF)
+    ase.io.write(tmp_path / "empty.extxyz", ase.Atoms(cell=[3.0, 3.0, 3.0], pbc=True))
+    ase.io.write(tmp_path / "one.extxyz", bulk("Cu"))  # ASE's primitive fcc cell: one atom
+    bad = bulk("Cu", cubic=True)
+    bad.positions[1, 0] = np.nan
+    ase.io.write(tmp_path / "nan.extxyz", bad)
+    vac = bulk("Cu", cubic=True)
+    vac.numbers[2] = 0  # an X (vacancy) site
+    ase.io.write(tmp_path / "vacancy.extxyz", vac)
+
+
+STRUCTURE_BAD = [
+    ("partial.cif", "partial occupancies"), ("empty.extxyz", "zero atoms"), ("nan.extxyz", "non-finite"),
+    ("vacancy.extxyz", "vacancy"), ("one.extxyz", "every perturbation is a rigid translation"),
+]
+
+
+@pytest.mark.parametrize(("name", "why"), STRUCTURE_BAD, ids=[n for n, _ in STRUCTURE_BAD])
+def test_bad_structure_files_are_refused_in_one_line(name, why, tmp_path, capsys):
+    _structure_files(tmp_path)
+    path = str(tmp_path / name)
+    assert main(["attack", "--model", "emt", "--structure", path]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("jaxcert: error: --structure") and why in line
+    assert main(["sweep", "--model", "emt", "--structures", path, "--db", str(tmp_path / "s.sqlite")]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"jaxcert: error: --structures {path!r}") and why in line
+
+
+def test_one_atom_cell_message_says_why_and_what_to_do(tmp_path, capsys):
+    assert main(["attack", "--model", "emt", "--structure", "Po", "--min-length", "0"]) == 2  # simple cubic: 1 atom
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "1 atom" in line and "rigid translation" in line and "--min-length" in line and "supercell" in line
+    # the same one-atom cell from a file is accepted once repeated with --min-length
+    _structure_files(tmp_path)
+    atoms = _load_structure("--structure", str(tmp_path / "one.extxyz"), 8.0)
+    m = [math.ceil(8.0 / x) for x in bulk("Cu").cell.lengths()]
+    assert atoms.info["supercell"] == tuple(m) and len(atoms) == int(np.prod(m))
+    assert np.all(atoms.cell.lengths() >= 8.0) and atoms.info["jaxcert_key"] == f"repeat:{tuple(m)}"
+
+
+def test_element_symbols_build_repeated_conventional_cells():
+    cu = crystals.element_cell("Cu")  # fcc, a = 3.61 Å: 4-atom cubic cell, 3x3x3 to reach 8 Å
+    assert len(cu) == 108 and cu.info["supercell"] == (3, 3, 3) and cu.info["base_atoms"] == 4
+    assert np.all(np.linalg.norm(cu.get_cell().array, axis=1) >= crystals.ELEMENT_MIN_LENGTH)
+    assert cu.info["jaxcert_source"] == "ase.build.bulk('Cu', cubic=True).repeat((3, 3, 3))"
+    mg = crystals.element_cell("Mg", min_length=5.0)  # hcp: no cubic cell, the orthorhombic one
+    assert "orthorhombic=True" in mg.info["jaxcert_source"] and np.all(mg.cell.lengths() >= 5.0)
+    assert len(crystals.element_cell("Cu", min_length=0)) == 4
+    assert crystals.element_cell("Cu", 4.0).info["jaxcert_key"] != cu.info["jaxcert_key"]
+    with pytest.raises(ValueError, match="no crystal structure"):
+        crystals.element_cell("H")
+
+
+# ------------------------------------------------------------------------------------------------ the API boundary
+@pytest.mark.parametrize(("kw", "name"), [
+    ({"fmax": math.nan}, "PipelineConfig.fmax"), ({"fmax": 0.0}, "PipelineConfig.fmax"),
+    ({"fmax": -1.0}, "PipelineConfig.fmax"), ({"fmax": math.inf}, "PipelineConfig.fmax"),
+    ({"max_steps": 0}, "PipelineConfig.max_steps"), ({"max_steps": 2.5}, "PipelineConfig.max_steps"),
+    ({"optimizer": "lbfgs"}, "PipelineConfig.optimizer"), ({"loss": "forces"}, "PipelineConfig.loss"),
+    ({"relative": "yes"}, "PipelineConfig.relative"),
+])
+def test_pipeline_config_refuses(kw, name):
+    with pytest.raises(InputError, match=f"^{name}: got"):
+        PipelineConfig(**kw)
+
+
+def test_pipeline_config_normalises_equal_settings():
+    assert PipelineConfig(fmax=1, max_steps=300.0) == PipelineConfig(fmax=1.0, max_steps=300)
+
+
+@pytest.mark.parametrize(("args", "name"), [
+    (("ifgsm", 0), "AttackSpec.n_steps"), (("ifgsm", 2.5), "AttackSpec.n_steps"), (("fgsm", 3), "AttackSpec.n_steps"),
+    (("pgd", 10, math.nan), "AttackSpec.alpha_ratio"), (("pgd", 10, -0.1), "AttackSpec.alpha_ratio"),
+    (("pgd", 10, None, False), "AttackSpec.random_start"), (("fgsm", 1, None, "yes"), "AttackSpec.random_start"),
+    (("bim", 10), "AttackSpec.name"),
+])
+def test_attack_spec_refuses(args, name):
+    with pytest.raises(InputError, match=f"^{name}"):
+        AttackSpec(*args)
+
+
+def _si():
+    return jaxcert.Structure.from_ase(bulk("Si", cubic=True))
+
+
+@pytest.mark.parametrize(("kw", "name"), [
+    ({"epsilons": [math.nan]}, "epsilons"), ({"epsilons": [0.1, math.inf]}, "epsilons"),
+    ({"epsilons": [-0.1]}, "epsilons"), ({"epsilons": 0.0}, "epsilons"),
+    ({"epsilons": [0.1], "seeds": [-1]}, "seeds"), ({"epsilons": [0.1], "seeds": [2**31]}, "seeds"),
+    ({"epsilons": [0.1], "seeds": [4.5]}, "seeds"), ({"epsilons": [0.1], "seeds": [1, 1]}, "seeds"),
+])
+def test_run_grid_and_sweep_refuse_before_computing(kw, name):
+    """``model=None``: anything past the checks would fail with an AttributeError, not an InputError."""
+    with pytest.raises(InputError, match=f"^{name}"):
+        run_grid(None, [_si()], **kw)
+    with pytest.raises(InputError, match=f"^{name}"):
+        sweep(None, {"si": bulk("Si", cubic=True)}, **kw)
+
+
+@pytest.mark.parametrize(("kw", "name"), [({"chunk": 0}, "chunk"), ({"chunk": 1.5}, "chunk"),
+                                          ({"max_chunks": 0}, "max_chunks"), ({"executor": "ray"}, "executor")])
+def test_sweep_refuses_bad_chunking(kw, name):
+    with pytest.raises(InputError, match=f"^{name}"):
+        sweep(None, {"si": bulk("Si", cubic=True)}, [0.1], **kw)
+
+
+def test_one_atom_structures_are_refused_by_the_api():
+    one = bulk("Cu")
+    with pytest.raises(InputError, match="rigid translation"):
+        run_grid(None, [jaxcert.Structure.from_ase(one)], [0.1])
+    with pytest.raises(InputError, match=r"^structures\['cu'\].*rigid translation"):
+        sweep(None, {"cu": one}, [0.1])
