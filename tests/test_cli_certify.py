@@ -88,14 +88,15 @@ def test_stress_probes_on_a_non_periodic_structure_skip_with_the_reason():
 
 
 def test_one_atom_periodic_cell_skips_bond_probes():
-    """A one-atom cell has no bond: the bond-scan probes skip with the reason instead of returning NaN."""
+    """A one-atom cell has no bond and no relative motion: the bond-scan and MD probes skip with the reason
+    instead of returning NaN (a skip is decided before any tracing, so this costs no compilation)."""
     import jax
     from ase.build import bulk
 
-    from jaxcert.probes import conservativeness, smoothness
+    from jaxcert.probes import config_temperature, conservativeness, equipartition, smoothness
     from jaxcert.probes.base import ProbeSkip
 
     one = jaxcert.Structure.from_ase(bulk("Cu"))
-    for probe in (conservativeness, smoothness):
+    for probe in (conservativeness, smoothness, config_temperature, equipartition):
         with pytest.raises(ProbeSkip, match="needs at least 2 atoms"):
             probe(jaxcert.models.get("emt"), jax.random.key(0), substrate=one)

@@ -243,8 +243,10 @@ def certify(
             kname = "trajectory" if (name in STATMECH and share_trajectory) else name
             keys = jax.random.split(probe_key(seed, kname), n)
             extra: dict[str, Any] = {}
+            md_evals = None  # a trajectory made for this probe is charged to it (PROBES.md §5: the first asker pays)
             if name in STATMECH and share_trajectory:
-                extra["trajectory"] = _shared_trajectory(model, batch, keys, cfg, shared)
+                extra["trajectory"], fresh = _shared_trajectory(model, batch, keys, cfg, shared)
+                md_evals = np.asarray(extra["trajectory"].n_evals, int) if fresh else None
             run = _compiled(model, spec, cfg, tuple(extra))
             res = _to_numpy(run(keys, batch, *extra.values()))
             outcome = ProbeOutcome(
@@ -254,6 +256,11 @@ def certify(
                 status=[STATUS_NAMES[int(c)] for c in np.atleast_1d(res.status)],
                 details=_split_details(res.details, n),
             )
+            if md_evals is not None:
+                outcome.n_evals = outcome.n_evals + md_evals
+                for k, d in enumerate(outcome.details):
+                    if isinstance(d.get("trajectory"), dict):
+                        d["trajectory"]["md_evals"] = md_evals[k]
         except ProbeSkip as err:
             outcome = _skipped(name, spec, elements, str(err))
         except Exception as err:  # noqa: BLE001 - the suite goes on (§6.2)
@@ -315,14 +322,14 @@ def _compiled(model: Model, spec, cfg, extra_names: tuple[str, ...]):
 
 
 def _shared_trajectory(model: Model, batch, keys, cfg, shared: dict[str, Any]):
-    """One Langevin trajectory per element for the stat-mech probes (PROBES.md §5)."""
+    """One Langevin trajectory per element for the stat-mech probes (PROBES.md §5), and whether it was made now."""
     from jaxcert import dynamics
 
     thermostat = getattr(cfg, "thermostat", dynamics.LangevinConfig())
     n_steps = max(int(getattr(cfg, "n_steps", 1100)), shared.get("n_steps", 0))
     if "traj" in shared and shared["thermostat"] == thermostat and shared["n_steps"] >= n_steps:
-        return shared["traj"]
+        return shared["traj"], False
     run = jax.jit(jax.vmap(lambda k, s: dynamics.langevin_trajectory(model, s, k, thermostat, n_steps=n_steps)))
     traj = run(keys, batch)
     shared.update(traj=traj, thermostat=thermostat, n_steps=n_steps)
-    return traj
+    return traj, True

@@ -18,6 +18,18 @@ defect |ρ_vir − 1|, score exp(−|ρ_vir − 1|/1), no gate, target 1.  Repor
 T_int = 2⟨K_int⟩/((3N − 6) k_B) and the per-frame ``rho_series`` = W/(2 K_int).  Skips
 (:class:`~jaxcert.probes.base.ProbeSkip`) for fewer than 3 atoms.
 
+Uncertainty (``docs/statistics.md``): ``details["defect_stderr"]`` (= ``rho_vir_stderr``,
+dimensionless, the SE of ρ_vir and so of |ρ_vir − 1|) is the delete-one-block jackknife of
+the ratio of means ⟨W⟩/(2⟨K_int⟩) over ``n_blocks`` = 10 contiguous blocks of frames
+(:func:`jaxcert.stats.block_jackknife`; asymptotically the delta method).  Measured on the
+reference LJ (Li…S clusters, 30 K, 12 seeds, P excluded): SE ≈ 0.036 per element at 1100
+steps, 15–25 % below the seed-to-seed spread (W decorrelates in ≈ 30 fs, a block is 110 fs).
+The estimator is the reference's, unaligned: rotating the reference into each frame
+(Kabsch) changed ρ_vir by < 0.01 there.  It assumes R^eq is a minimum: when the
+relaxation stops short (``relax_converged`` False, e.g. P, whose BFGS ends near a
+saddle in jaxcert and in ASE alike), W is not the virial of a bound vibration and
+neither the value nor its SE mean much.
+
 Pass ``trajectory=`` to share the trajectory (see :mod:`jaxcert.dynamics`); then
 this probe costs no evaluations (unless it has to extend it).
 """
@@ -34,6 +46,7 @@ import numpy as np
 from jaxcert.dynamics import LangevinConfig, Trajectory, frame_indices, get_trajectory
 from jaxcert.model import Model
 from jaxcert.probes.base import ProbeResult, ProbeSkip, ProbeSpec, finalize, register, resolve_substrate, score_map
+from jaxcert.stats import block_jackknife
 from jaxcert.structure import Structure, _is_concrete
 from jaxcert.units import KB_EV_PER_K
 
@@ -47,12 +60,14 @@ class VirialConfig:
     Attributes:
       n_steps: stored trajectory steps read (1100).
       sample_every: frame stride in MD steps (4 → 275 frames).
+      n_blocks: contiguous blocks of frames for the jackknife standard error (10; ``docs/statistics.md``).
       scale: score scale λ (1.0).
       thermostat: the shared trajectory's :class:`LangevinConfig`.
     """
 
     n_steps: int = 1100
     sample_every: int = 4
+    n_blocks: int = 10
     scale: float = 1.0
     thermostat: LangevinConfig = LangevinConfig()
 
@@ -88,6 +103,7 @@ def virial(model: Model, key: jax.Array, config: VirialConfig = VirialConfig(),
     K = jax.vmap(lambda r, v: internal_kinetic_energy(ref.masses, r, v, ref.mask))(R, V)
     mean_W, mean_K = jnp.mean(W), jnp.mean(K)
     rho = mean_W / (2.0 * mean_K)
+    jk = block_jackknife(lambda m: m[0] / (2.0 * m[1]), (W, K), config.n_blocks)
     n_real = jnp.sum(w)
     dof = 3 * n_real - 6
     defect = jnp.abs(rho - 1.0)
@@ -101,6 +117,7 @@ def virial(model: Model, key: jax.Array, config: VirialConfig = VirialConfig(),
         "dof": dof,
         "scale": jnp.asarray(config.scale),
         "relax_fmax_reached": traj.relax_fmax,
+        "relax_converged": traj.relax_fmax < config.thermostat.relax_fmax,
         "trajectory": {
             "reused": reused,
             "n_steps": jnp.asarray(config.n_steps),
@@ -108,6 +125,9 @@ def virial(model: Model, key: jax.Array, config: VirialConfig = VirialConfig(),
             "md_evals": traj_evals,
         },
         "rho_series": W / (2.0 * K),
+        "defect_stderr": jk.stderr,
+        "rho_vir_stderr": jk.stderr,
+        "n_blocks": jk.n_blocks,
     }
     return finalize(defect, score_map(defect, config.scale), True, traj_evals, details)
 

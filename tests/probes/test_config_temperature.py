@@ -1,5 +1,7 @@
 """config_temperature (PROBES.md §4.11): AnchoredHarmonic clean pass (§8.5), curl fires (§8.4), sharing."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,14 +15,21 @@ from tests.test_dynamics import anchored_harmonic, clean_lj, cluster13, curl_mod
 run = jax.jit(config_temperature, static_argnames=("config",))
 
 
+@functools.cache
+def _anchored(dtype):
+    """(cluster13, AnchoredHarmonic k = 3 on it), one model object per dtype so ``run`` compiles once."""
+    s = cluster13(dtype)
+    return s, anchored_harmonic(s.positions, 3.0)
+
+
 def test_anchored_harmonic_passes(dtype):
     """§8.5: AnchoredHarmonic(k = 3) on cluster13, seed 1: |ratio − 1| < 0.25 and score > 0.6.
 
     Under FixCom the COM mode (Hessian k, 3 of the 3N trace) is frozen, so the expected ratio is
     (3N − 3)/3N = 0.923 with T_kin over 3N − 3 (measured 0.909 in float64 and 0.890 in float32).
     """
-    s = cluster13(dtype)
-    r = run(anchored_harmonic(s.positions, 3.0), jax.random.key(1), substrate=s)
+    s, model = _anchored(dtype)
+    r = run(model, jax.random.key(1), substrate=s)
     d = r.details
     assert abs(float(d["ratio"]) - 1.0) < 0.25 and float(r.score) > 0.6
     assert bool(r.gate) and int(r.status) == 0 and r.score.dtype == dtype
@@ -31,6 +40,11 @@ def test_anchored_harmonic_passes(dtype):
     assert np.all(np.isfinite(np.asarray(d["ratio_series"])))
     assert np.all(np.asarray(d["ratio_series"]) > 0)
     assert int(d["n_dof"]) == 36 and not bool(d["trajectory"]["reused"])
+    # the known answer 36/39 lies within a few of the probe's own standard errors; SE = SE of the defect
+    se = float(d["defect_stderr"])
+    assert 0 < se < 0.2 and int(d["n_blocks"]) == 10 and float(d["ratio_stderr"]) == se
+    assert abs(float(d["ratio"]) - 36 / 39) < 4 * se
+    assert float(d["T_kin_stderr"]) > 0 and float(d["T_config_stderr"]) > 0
     # relaxation (already at the anchors: 1 call) + 1 + 400 warm-up + 1100 stored + 110 × 4 jvps
     assert int(r.n_evals) == 1 + 1 + 400 + 1100 + 440
 
@@ -41,6 +55,22 @@ def test_curl_fires():
     r = run(curl_model(clean_lj(), 1.0), jax.random.key(0), substrate=s)
     assert float(r.score) < 0.5
     assert float(r.details["T_kin"]) > 100.0
+    assert abs(float(r.details["ratio"]) - 1.0) > 10 * float(r.details["defect_stderr"])
+
+
+def test_stderr_matches_the_spread_over_seeds():
+    """16 independent default runs of the AnchoredHarmonic (exact answer ρ = 36/39): the jackknife SE is the
+    seed-to-seed scatter of ρ, and ρ sits within its SE of the answer (rms z ≈ 1, not ≫ 1 nor ≪ 1)."""
+    s, model = _anchored(jnp.float64)  # the program compiled for test_anchored_harmonic_passes
+    rs = [run(model, jax.random.key(200 + i), substrate=s).details for i in range(16)]
+    rho = np.array([float(d["ratio"]) for d in rs])
+    se = np.array([float(d["defect_stderr"]) for d in rs])
+    z = (rho - 36 / 39) / se
+    # with 16 seeds the scatter itself is known to ±18 % (measured 0.6–1.1 over five sets of 16 seeds); the
+    # bounds leave room for that and the ~10 % block bias, and still catch an SE off by a factor of 2 or √B
+    assert 0.5 < np.std(rho, ddof=1) / np.sqrt(np.mean(se**2)) < 2.0
+    assert 0.5 < np.sqrt(np.mean(z**2)) < 2.0
+    assert abs(np.mean(rho) - 36 / 39) < 3 * np.sqrt(np.mean(se**2)) / 4
 
 
 def test_shared_trajectory_equals_standalone():
@@ -77,7 +107,7 @@ def test_registered():
     spec = PROBES["config_temperature"]
     assert spec.fn is config_temperature and spec.target == 1.0 and not spec.gated and spec.substrate == "cluster"
     c = ConfigTemperatureConfig()
-    assert (c.n_steps, c.sample_every, c.n_hutchinson, c.scale) == (1100, 10, 4, 1.0)
+    assert (c.n_steps, c.sample_every, c.n_hutchinson, c.scale, c.n_blocks) == (1100, 10, 4, 1.0, 10)
     t = c.thermostat
     assert (t.temperature_k, t.timestep_fs, t.friction_per_fs, t.warmup_steps, t.relax_fmax) == (30.0, 1.0, 0.05,
                                                                                                  400, 1e-3)

@@ -111,3 +111,21 @@ def test_aggregation_methods_and_bad_names():
         combine_scores([1.0], "median")
     with pytest.raises(KeyError, match="unknown probe"):
         jaxcert.certify(jaxcert.models.get("lj"), ["Si"], probes="nonsense")
+
+
+def test_shared_trajectory_is_charged_to_its_first_consumer():
+    """PROBES.md §5: the probe that asks first pays relaxation + warm-up + MD; the next reads it for free."""
+    from jaxcert.dynamics import LangevinConfig
+    from jaxcert.probes.config_temperature import ConfigTemperatureConfig
+    from jaxcert.probes.virial import VirialConfig
+
+    th = LangevinConfig(warmup_steps=10, relax=False)
+    configs = {"config_temperature": ConfigTemperatureConfig(n_steps=40, sample_every=2, n_blocks=4, thermostat=th),
+               "virial": VirialConfig(n_steps=40, n_blocks=4, thermostat=th)}
+    rep = jaxcert.certify(jaxcert.models.get("lj"), ["Si"], probes="config_temperature,virial", configs=configs,
+                          dtype=jnp.float64)
+    ct, vir = rep.probe("config_temperature"), rep.probe("virial")
+    md = 1 + 10 + 40  # no relaxation: the first force call, warm-up, stored steps
+    assert ct["per_element"]["Si"]["details"]["trajectory"]["md_evals"] == md
+    assert ct["n_evals"] == md + 4 * (40 // 2)  # + one exact jvp per Hutchinson vector and frame
+    assert vir["n_evals"] == 0
