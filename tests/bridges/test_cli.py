@@ -44,8 +44,8 @@ def test_specs_resolve(spec, name):
 def test_bad_spec_is_clear():
     with pytest.raises(ValueError, match="unknown option"):
         load_model("chgnet@float16")
-    with pytest.raises(FileNotFoundError, match="nothing is downloaded"):
-        load_model("mace:/no/such/file.model")
+    with pytest.raises(ValueError, match="--model 'mace:/no/such/file.model': .*nothing is downloaded"):
+        load_model("mace:/no/such/file.model")  # an InputError: the CLI prints one line and exits 2
 
 
 def test_attack_on_an_ase_calculator(tmp_path):
