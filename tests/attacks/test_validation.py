@@ -108,27 +108,7 @@ def test_eps_nan_no_longer_crashes_in_native_code(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ structures
-PARTIAL_CIF = """data_disordered
-_cell_length_a 3.6
-_cell_length_b 3.6
-_cell_length_c 3.6
-_cell_angle_alpha 90
-_cell_angle_beta 90
-_cell_angle_gamma 90
-_symmetry_space_group_name_H-M 'P 1'
-loop_
-_atom_site_label
-_atom_site_type_symbol
-_atom_site_fract_x
-_atom_site_fract_y
-_atom_site_fract_z
-_atom_site_occupancy
-Cu1 Cu 0.0 0.0 0.0 0.5
-Au1 Au 0.0 0.0 0.0 0.5
-Cu2 Cu 0.5 0.5 0.0 1.0
-Cu3 Cu 0.5 0.0 0.5 1.0
-Cu4 Cu 0.0 0.5 0.5 1.0
-"""
+from tests.test_inputs import PARTIAL_CIF  # noqa: E402  (one disordered CuAu fixture for both boundaries)
 
 
 def _structure_files(tmp_path):
