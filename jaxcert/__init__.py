@@ -9,6 +9,7 @@ heads), :mod:`jaxcert.derivatives` (exact and finite-difference engines),
 
 from jaxcert import derivatives, models, neighbors, units
 from jaxcert._lam import LAMBDA_GATE, LambdaResult, lam, lambda_of_jacobian
+from jaxcert._version import __version__
 from jaxcert.model import (
     Model,
     StressUnavailable,
@@ -20,9 +21,6 @@ from jaxcert.model import (
 )
 from jaxcert.probes.suite import certify
 from jaxcert.structure import Structure, StructureError, stack, unstack
-
-__version__ = "0.1.0"
-
 
 __all__ = [
     "Structure", "StructureError", "stack", "unstack",

@@ -28,9 +28,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert import inputs
+from jaxcert import inputs, substrates
 from jaxcert.derivatives import EXACT, FiniteDifference
 from jaxcert.model import Model, UnsupportedElement
+from jaxcert.report import machine, package_versions, to_jsonable
 from jaxcert.structure import Structure, stack
 
 __all__ = ["lambda_of_jacobian", "lam", "LambdaResult", "LAMBDA_GATE"]
@@ -82,8 +83,6 @@ class LambdaResult:
         return float(np.max(v)) if v else float("nan")
 
     def to_dict(self) -> dict[str, Any]:
-        from jaxcert.report import machine, package_versions, to_jsonable
-
         return to_jsonable({
             "schema": "jaxcert-lambda/1", "model": self.model, "method": self.method, "dtype": self.dtype,
             "versions": package_versions(),
@@ -110,15 +109,13 @@ def lam(model: Model, structures: dict[str, Structure] | None = None, fd: bool =
 
     ``gate``: the largest λ allowed (:data:`LAMBDA_GATE`); ``step``: the FD displacement in Å.
     """
-    from jaxcert import substrates
-
     step = inputs.positive("step", step, "Å", maximum=0.1)
     gate = inputs.positive("gate", gate, maximum=1.0)
 
     t0 = time.perf_counter()
     if structures is None:
         structures = substrates.lambda_structures(dtype=dtype)
-    engine = FiniteDifference(order=2, step=step) if fd else EXACT
+    engine = FiniteDifference(order=2, step_size=step) if fd else EXACT
     values: dict[str, float] = {}
     evals: dict[str, int] = {}
     skipped: dict[str, str] = {}

@@ -39,6 +39,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
+from jaxcert._html import score_colour
 from jaxcert.explain import EXPLANATIONS, explain, short_name, wrapped
 from jaxcert.inputs import InputError
 from jaxcert.summary import NOT_RUN, combine_scores, combined_stderr, element_stderr, format_defect, to_jsonable
@@ -598,8 +599,6 @@ def board_table(board: dict[str, Any], sort: str | None = None, reverse: bool = 
 # ------------------------------------------------------------------------------------------------ html
 def lambda_colour(v: float | None) -> str:
     """Fill colour of a λ value: green at ≤ 1e-7 (round-off), red at ≥ 0.1, log-linear between."""
-    from jaxcert._html import score_colour
-
     if not _finite(v):
         return score_colour(None)
     if v <= LAMBDA_GREEN:
@@ -670,8 +669,6 @@ def _gate_html(g: bool | None) -> str:
 
 
 def _score_td(c: dict[str, Any]) -> str:
-    from jaxcert._html import score_colour
-
     text = _score_cell(c)
     if text in ("skip", "crash") and c["score"] is None:
         return f"<td class='cell skip' data-v='' title='{_e(c.get('message') or c['status'])}'>{text}</td>"
@@ -689,8 +686,6 @@ def _lambda_td(c: dict[str, Any]) -> str:
 
 def _report_drill(board: dict[str, Any], r: dict[str, Any]) -> str:
     """Per-element scores and defects of one model: probes × elements (plus the per-element overall)."""
-    from jaxcert._html import score_colour
-
     els = board["elements"]
     out = ["<table><tr><th>probe</th>" + "".join(f"<th>{_e(el)}</th>" for el in els) + "</tr>"]
     for col in board["columns"]:
@@ -733,8 +728,6 @@ def _lambda_drill(board: dict[str, Any], r: dict[str, Any]) -> str:
 
 def _probe_sections(board: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
     """One expandable section per probe: models × elements (score, gate, defect ± stderr)."""
-    from jaxcert._html import score_colour
-
     out = ["<h2>Per probe and element</h2>"]
     els = board["elements"]
     for col in board["columns"]:

@@ -36,18 +36,19 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
+import inspect
+from typing import Any, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert.model import Model, strain
-from jaxcert.neighbors import det3
+from jaxcert.geometry import det3
+from jaxcert.model import Model, strain, voigt
 from jaxcert.structure import Structure
 
 __all__ = [
-    "Exact", "FiniteDifference", "EXACT", "fd_step", "voigt_strain",
+    "Engine", "Exact", "FiniteDifference", "EXACT", "fd_step", "voigt_strain",
     "force_jvp", "hvp", "force_jacobian", "hessian", "hutchinson_trace",
     "stress_position", "force_strain", "stress_strain", "energy_strain", "bond_scan",
 ]
@@ -77,8 +78,6 @@ def _strained(s: Structure, gamma: jax.Array) -> Structure:
 
 
 def _stress_voigt(model: Model, params: Any, s: Structure) -> jax.Array:
-    from jaxcert.model import voigt
-
     return voigt(model.stress_of(params, s))
 
 
@@ -98,8 +97,6 @@ def _jitted(method):
     Eager op-by-op execution compiles every primitive separately (slow on CPU);
     one compiled program per (engine, model, shapes) is reused across calls.
     """
-    import inspect
-
     static = tuple(a for a in ("n_samples",) if a in inspect.signature(method).parameters)
     compiled = jax.jit(method, static_argnums=(0,), static_argnames=static)
 
@@ -112,11 +109,64 @@ def _jitted(method):
     return wrapper
 
 
+@runtime_checkable
+class Engine(Protocol):
+    """What a derivative engine provides (implemented by :class:`Exact` and :class:`FiniteDifference`).
+
+    Besides the derivative methods of the module table, an engine answers two questions about itself,
+    as a diffrax solver answers ``order()``: what a derivative costs in model evaluations
+    (:meth:`cost`, for the probes' ``n_evals`` accounting) and which finite-difference step it takes
+    on a structure (:meth:`step`, 0.0 for autodiff; recorded in the probes' details).
+    """
+
+    name: str
+
+    @property
+    def exact(self) -> bool:
+        """True for autodiff (no truncation error, no step)."""
+        ...
+
+    def cost(self, columns: int = 1, *, exact_cost: int | None = None) -> int:
+        """Model-evaluation equivalents of ``columns`` directional-derivative columns.
+
+        Autodiff: one evaluation per column (a jvp), or ``exact_cost`` when one reverse pass gives all
+        columns at once (a gradient); central differences: ``order`` evaluations per column.
+        """
+        ...
+
+    def step(self, s: Structure) -> float:
+        """The finite-difference step on ``s`` in Å (or strain units); 0.0 for autodiff."""
+        ...
+
+    def force_jvp(self, model: Model, s: Structure, v: jax.Array) -> jax.Array: ...
+    def hvp(self, model: Model, s: Structure, v: jax.Array) -> jax.Array: ...
+    def force_jacobian(self, model: Model, s: Structure) -> jax.Array: ...
+    def hessian(self, model: Model, s: Structure) -> jax.Array: ...
+    def hutchinson_trace(self, model: Model, s: Structure, key: jax.Array, n_samples: int = 4) -> jax.Array: ...
+    def stress_position(self, model: Model, s: Structure) -> jax.Array: ...
+    def force_strain(self, model: Model, s: Structure) -> jax.Array: ...
+    def stress_strain(self, model: Model, s: Structure) -> jax.Array: ...
+    def energy_strain(self, model: Model, s: Structure) -> jax.Array: ...
+    def bond_scan(self, model: Model, s: Structure, i: int, j: int, offsets: jax.Array): ...
+
+
 @dataclasses.dataclass(frozen=True)
 class Exact:
     """Autodiff engine: jvp for J·v, jacfwd for dense Jacobians, grad w.r.t. strain."""
 
     name: str = "exact"
+
+    @property
+    def exact(self) -> bool:
+        return True
+
+    def cost(self, columns: int = 1, *, exact_cost: int | None = None) -> int:
+        """One evaluation per jvp column, or ``exact_cost`` for a single reverse pass (see :class:`Engine`)."""
+        return int(columns if exact_cost is None else exact_cost)
+
+    def step(self, s: Structure) -> float:
+        """0.0: autodiff takes no step."""
+        return 0.0
 
     @_jitted
     def force_jvp(self, model: Model, s: Structure, v: jax.Array) -> jax.Array:
@@ -204,15 +254,33 @@ class FiniteDifference:
 
     Attributes:
       order: 2 or 4 (truncation error O(h²) or O(h⁴)).
-      step: Å (or dimensionless strain); ``None`` = :func:`fd_step` for the dtype.
+      step_size: Å (or dimensionless strain); ``None`` = :func:`fd_step` for the dtype.
     """
 
     order: int = 2
-    step: float | None = None
+    step_size: float | None = None
     name: str = "fd"
 
+    def __post_init__(self) -> None:
+        if self.order not in (2, 4):
+            raise ValueError(f"FiniteDifference.order must be 2 or 4, got {self.order!r}")
+        if self.step_size is not None and not (np.isfinite(self.step_size) and self.step_size > 0):
+            raise ValueError(f"FiniteDifference.step_size must be a positive finite number, got {self.step_size!r}")
+
+    @property
+    def exact(self) -> bool:
+        return False
+
+    def cost(self, columns: int = 1, *, exact_cost: int | None = None) -> int:
+        """``order`` evaluations per column (central stencil; see :class:`Engine`)."""
+        return int(columns) * int(self.order)
+
+    def step(self, s: Structure) -> float:
+        """The step in Å on ``s``: ``step_size``, or :func:`fd_step` for its dtype."""
+        return float(self.h(s))
+
     def h(self, s: Structure) -> float:
-        return self.step if self.step is not None else fd_step(1, 2, s.positions.dtype)
+        return self.step_size if self.step_size is not None else fd_step(1, 2, s.positions.dtype)
 
     @_jitted
     def force_jvp(self, model: Model, s: Structure, v: jax.Array) -> jax.Array:

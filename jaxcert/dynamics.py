@@ -75,6 +75,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcert.model import Model
+from jaxcert.relax import bfgs
 from jaxcert.structure import Structure
 from jaxcert.units import FS, KB_EV_PER_K
 
@@ -379,8 +380,6 @@ def langevin_trajectory(model: Model, s: Structure, key: jax.Array, config: Lang
       config: thermostat settings.
       n_steps: stored steps (1100); static.
     """
-    from jaxcert.relax import bfgs
-
     s = model.prepare(s)
     if config.relax:
         rr = bfgs(model, s, fmax=config.relax_fmax, max_steps=config.relax_steps)

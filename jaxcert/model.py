@@ -29,8 +29,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from ase.data import chemical_symbols
 
 from jaxcert.geometry import det3, is_concrete
+from jaxcert.neighbors import coverage, with_images
 from jaxcert.structure import Structure, StructureError
 
 __all__ = ["Model", "StressUnavailable", "UnsupportedElement", "UnsupportedStructure", "strain", "voigt",
@@ -139,8 +141,6 @@ class Model:
             nums = np.asarray(s.numbers)[np.asarray(s.mask)]
             bad = sorted(set(nums.tolist()) - set(self.elements))
             if bad:
-                from ase.data import chemical_symbols
-
                 names = ", ".join(f"{chemical_symbols[z]} (Z={z})" for z in bad)
                 ok = ", ".join(chemical_symbols[z] for z in self.elements)
                 raise UnsupportedElement(f"model {self.name!r} has no parameters for {names}; it supports {ok}")
@@ -148,8 +148,6 @@ class Model:
             rc = self.cutoff_for(s)
             if rc is None:
                 return s
-            from jaxcert.neighbors import with_images
-
             return with_images(s, rc)
         return s
 
@@ -248,8 +246,6 @@ def _guard(s: Structure, x: jax.Array) -> jax.Array:
 
     A product (not a select) so that every derivative of the output is NaN as well.
     """
-    from jaxcert.neighbors import coverage
-
     return x * jnp.where(coverage(s), 1.0, jnp.nan).astype(x.dtype)
 
 

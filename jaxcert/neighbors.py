@@ -25,8 +25,7 @@ displacement into NaN (never a silently wrong energy).
 
 For many-body terms a capacity-limited table (:func:`neighbor_table`) keeps the
 ``capacity`` nearest candidates per atom, with an overflow check that again
-yields NaN.  For large systems :func:`jaxmd_neighbor_list` wraps jax-md's cell
-list in the same output format.
+yields NaN.
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ import numpy as np
 from jaxcert.geometry import det3, inv3, is_concrete, plane_spacings
 from jaxcert.structure import Structure, StructureError
 
-__all__ = ["Pairs", "image_counts", "with_images", "coverage", "pairs", "neighbor_table", "jaxmd_neighbor_list"]
+__all__ = ["Pairs", "image_counts", "with_images", "coverage", "pairs", "neighbor_table"]
 
 #: Relative margin on the cutoff when counting images (strain, drift of the cell).
 IMAGE_MARGIN = 0.05
@@ -196,46 +195,3 @@ def neighbor_table(s: Structure, cutoff: float, capacity: int) -> Pairs:
     mask = take(p.mask)
     r = jnp.sqrt(jnp.where(mask, jnp.sum(dR * dR, -1), 1.0))
     return Pairs(dR=dR, r=r, mask=mask, j=take(p.j))
-
-
-def jaxmd_neighbor_list(s: Structure, cutoff: float, skin: float = 0.5, capacity_multiplier: float = 1.25):
-    """jax-md cell list for large periodic systems (cutoff below half the cell).
-
-    Returns ``(nbrs, to_pairs)``: ``nbrs`` is a jax-md ``NeighborList`` allocated
-    from the concrete structure, ``to_pairs(s, nbrs)`` gives :class:`Pairs` for
-    the current positions (update with ``nbrs.update(fractional_positions)``
-    and check ``nbrs.did_buffer_overflow`` as in jax-md).  Works in fractional
-    coordinates with ``space.periodic_general`` so that skewed cells are exact.
-    """
-    from jax_md import partition, space
-
-    if not all(s.pbc):
-        raise StructureError("jaxmd_neighbor_list needs pbc on all three axes")
-    w = plane_spacings(np.asarray(s.cell))
-    if cutoff + skin >= 0.5 * w.min():
-        raise StructureError(
-            f"cutoff+skin {cutoff + skin:.3g} Å is not below half the smallest plane spacing "
-            f"{0.5 * w.min():.3g} Å; use jaxcert.neighbors.pairs (dense images) for small cells"
-        )
-    box = jnp.asarray(s.cell).T  # jax-md: columns are lattice vectors
-    displacement, _ = space.periodic_general(box, fractional_coordinates=True)
-    neighbor_fn = partition.neighbor_list(
-        displacement, box, cutoff, dr_threshold=skin / 2, capacity_multiplier=capacity_multiplier,
-        fractional_coordinates=True, format=partition.Dense,
-    )
-    frac = jnp.mod(s.positions @ inv3(s.cell), 1.0)
-    nbrs = neighbor_fn.allocate(frac)
-
-    def to_pairs(st: Structure, nb: Any) -> Pairs:
-        n = st.n_atoms
-        idx = nb.idx  # (n, K), n marks empty slots
-        valid = idx < n
-        jj = jnp.where(valid, idx, 0)
-        dR = st.positions[jj] - st.positions[:, None, :]
-        frac_d = dR @ inv3(st.cell)
-        dR = dR - jax.lax.stop_gradient(jnp.round(frac_d)) @ st.cell
-        mask = valid & st.mask[:, None] & st.mask[jj]
-        r = jnp.sqrt(jnp.where(mask, jnp.sum(dR * dR, -1), 1.0))
-        return Pairs(dR=dR, r=r, mask=mask, j=jj)
-
-    return nbrs, to_pairs

@@ -39,19 +39,20 @@ def test_fd_step_rule():
 def test_force_jvp_convergence_order(lj, s64, fd_order, steps, expected):
     v = jnp.asarray(np.random.default_rng(0).normal(size=s64.positions.shape))
     exact = EXACT.force_jvp(lj, s64, v)
-    errs = [float(jnp.abs(FiniteDifference(order=fd_order, step=h).force_jvp(lj, s64, v) - exact).max()) for h in steps]
+    fd = [FiniteDifference(order=fd_order, step_size=h) for h in steps]
+    errs = [float(jnp.abs(e.force_jvp(lj, s64, v) - exact).max()) for e in fd]
     assert _order(errs, steps) == pytest.approx(expected, abs=0.3)
 
 
 def test_strain_derivative_convergence_order(lj, s64):
     exact = EXACT.stress_strain(lj, s64)
     steps = [8e-3, 4e-3, 2e-3]
-    errs = [float(jnp.abs(FiniteDifference(step=h).stress_strain(lj, s64) - exact).max()) for h in steps]
+    errs = [float(jnp.abs(FiniteDifference(step_size=h).stress_strain(lj, s64) - exact).max()) for h in steps]
     assert _order(errs, steps) == pytest.approx(2.0, abs=0.3)
 
 
 def test_every_method_agrees_with_finite_differences(lj, s64):
-    fd = FiniteDifference(order=4, step=2e-3)
+    fd = FiniteDifference(order=4, step_size=2e-3)
     v = jnp.asarray(np.random.default_rng(1).normal(size=s64.positions.shape))
     for name, args, tol in [
         ("force_jvp", (v,), 1e-7),
@@ -112,7 +113,7 @@ def test_bond_scan_exact_matches_fd(lj):
     s = cluster("lj")
     offs = jnp.linspace(-0.15, 0.15, 7)
     E, g, p = EXACT.bond_scan(lj, s, 0, 1, offs)
-    E2, g2, p2 = FiniteDifference(order=4, step=1e-3).bond_scan(lj, s, 0, 1, offs)
+    E2, g2, p2 = FiniteDifference(order=4, step_size=1e-3).bond_scan(lj, s, 0, 1, offs)
     np.testing.assert_allclose(E, E2, atol=1e-13)
     np.testing.assert_allclose(g, g2, atol=1e-9)
     # conservative model: −dE/ds equals the projected force output at round-off

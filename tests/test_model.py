@@ -55,7 +55,7 @@ def test_stress_is_the_strain_derivative_of_energy(name):
     m = build_model(name)
     s = crystal(name)
     exact = jaxcert.voigt(m.stress(s))
-    fd = FiniteDifference(order=4, step=1e-4).energy_strain(m, s)
+    fd = FiniteDifference(order=4, step_size=1e-4).energy_strain(m, s)
     np.testing.assert_allclose(exact, fd, atol=1e-8, rtol=1e-6)
 
 

@@ -7,7 +7,8 @@ of gradients with the dtype-aware step (PROBES.md §1.5): second derivatives are
 finite-difference accurate, O(δ²), not exact.
 
 :func:`to_ase_calculator` turns any :class:`jaxcert.Model` (native or bridged)
-into an ASE calculator with energy, free_energy, forces and stress.
+into an ASE calculator with energy, free_energy, forces and stress; it is the core
+package's :mod:`jaxcert.calculator`, re-exported here.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxcert.calculator import ModelCalculator, to_ase_calculator
 from jaxcert.model import Model
 from jaxcert_bridges._jax import model_from_backend
 from jaxcert_bridges.backend import Backend, System, cell_gradient
@@ -97,35 +99,4 @@ def from_ase_calculator(calc: Any, precision: str | None = None, name: str | Non
 
 
 # ----------------------------------------------------------------------------- out
-from jaxcert.attacks.contour import ModelCalculator as _EnergyForcesCalculator  # noqa: E402
-
-
-class ModelCalculator(_EnergyForcesCalculator):
-    """ASE calculator for a :class:`jaxcert.Model`: jaxcert's energy/forces calculator plus stress (eV/Å³, ASE sign)."""
-
-    implemented_properties = ["energy", "free_energy", "forces", "stress"]
-
-    def __init__(self, model: Model, dtype: Any = None, **kw: Any):
-        import jax.numpy as jnp
-
-        super().__init__(model, dtype=dtype if dtype is not None else jnp.zeros(()).dtype, **kw)
-
-    def calculate(self, atoms=None, properties=("energy",), system_changes=None):
-        from ase.calculators.calculator import PropertyNotImplementedError, all_changes
-
-        from jaxcert.structure import Structure
-
-        super().calculate(atoms, properties, all_changes if system_changes is None else system_changes)
-        if "stress" in properties:
-            if not all(self.atoms.pbc):
-                raise PropertyNotImplementedError("stress needs a fully periodic cell")
-            s = Structure.from_ase(self.atoms, dtype=self.dtype, min_distance=None)
-            self.results["stress"] = np.asarray(self.model.stress_voigt(s), np.float64)
-
-
-def to_ase_calculator(model: Model, dtype: Any = None) -> ModelCalculator:
-    """Any jaxcert Model as an ASE calculator (energy, free_energy, forces, stress).
-
-    ``dtype``: the JAX float dtype of the evaluation (default: float64 when x64 is enabled).
-    """
-    return ModelCalculator(model, dtype=dtype)
+# jaxcert models as ASE calculators: the core package's one calculator (jaxcert.calculator), re-exported.

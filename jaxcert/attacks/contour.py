@@ -22,7 +22,7 @@ n·maxstep long in 3N-space: far smaller than most of the attack ε grid
 instead (docs/attacks.md §4, proposed; default 0 = the reference).
 
 The explorer is ASE's (host, sequential); the model is called through a small
-ASE calculator that evaluates the model's jitted energy and forces.
+ASE calculator (:class:`jaxcert.calculator.ModelCalculator`) that evaluates the model's jitted energy and forces.
 """
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ from typing import Any
 
 import jax
 import numpy as np
-from ase.calculators.calculator import Calculator, all_changes
 
 from jaxcert.attacks import metrics as _m
+from jaxcert.calculator import ModelCalculator
 from jaxcert.model import Model
 from jaxcert.relax import fire
 from jaxcert.structure import Structure
 
-__all__ = ["ContourConfig", "ModelCalculator", "contour"]
+__all__ = ["ContourConfig", "contour"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,23 +52,6 @@ class ContourConfig:
     fmax: float = 0.01  # eV/Å, pre- and post-relaxation
     max_steps: int = 300
     energy_shift_ev_per_atom: float = 0.0
-
-
-class ModelCalculator(Calculator):
-    """ASE calculator for a jaxcert Model: energy (eV) and forces (eV/Å) from one jitted call."""
-
-    implemented_properties = ["energy", "forces", "free_energy"]
-
-    def __init__(self, model: Model, dtype: Any = np.float64, **kw: Any):
-        super().__init__(**kw)
-        self.model = model
-        self.dtype = dtype
-
-    def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
-        super().calculate(atoms, properties, system_changes)
-        s = Structure.from_ase(self.atoms, dtype=self.dtype, min_distance=None)
-        E, F = self.model.energy_and_forces(s)
-        self.results = {"energy": float(E), "free_energy": float(E), "forces": np.asarray(F, np.float64)}
 
 
 _fire = jax.jit(fire, static_argnames=("max_steps",))

@@ -67,10 +67,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import jax
 import numpy as np
 
 from jaxcert import inputs
+from jaxcert._version import __version__
+from jaxcert.attacks.metrics import run_metrics
 from jaxcert.attacks.pipeline import ATTACKS, AttackSpec, PipelineConfig, check_attackable, run_grid
+from jaxcert.structure import Structure
 
 __all__ = ["Store", "task_key", "sweep", "text_progress", "SweepProgress", "ARRAY_FIELDS"]
 
@@ -370,7 +374,6 @@ class SweepProgress:
 
 # ----------------------------------------------------------------------------------------------- the sweep
 def _structure(x: Any, dtype: Any):
-    from jaxcert.structure import Structure
 
     if isinstance(x, Structure):
         return x if dtype is None or x.dtype == dtype else Structure.from_ase(x.to_ase(), dtype=dtype)
@@ -397,10 +400,6 @@ def _unique(name: str, values: list[float]) -> list[float]:
 
 def _run_chunk(model: Any, job: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, dict[str, np.ndarray]]]:
     """Compute one chunk (in this process or on a dask worker): metric rows and per-atom arrays of its runs."""
-    import jax
-
-    from jaxcert.attacks.metrics import run_metrics
-
     if job["dtype"] == "float64":  # a fresh dask worker process starts without x64 and would silently use float32
         jax.config.update("jax_enable_x64", True)
     g = run_grid(model, job["structures"], job["epsilons"], job["seeds"], attacks=job["attacks"], cfg=job["cfg"])
@@ -467,7 +466,6 @@ def sweep(model, structures: Mapping[str, Any], epsilons: Sequence[float], seeds
       InputError (a ValueError), before anything is computed, on a bad ε, seed, chunk, max_chunks, executor or
       attack, or a structure with fewer than two atoms (docs/attacks.md §8).
     """
-    from jaxcert import __version__
 
     inputs.choice("executor", executor, ("local", "dask"))
     chunk = inputs.integer("chunk", chunk, minimum=1)

@@ -23,6 +23,7 @@ import argparse
 import os
 import sys
 
+from jaxcert.cache import enable_compilation_cache
 from jaxcert.cli import attack, certify, compare, misc
 from jaxcert.cli._common import load_model
 from jaxcert.inputs import InputError
@@ -44,7 +45,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from jaxcert.cache import enable_compilation_cache
 
     enable_compilation_cache()  # compiled probe programs are reused by the next run ($JAXCERT_CACHE_DIR=off: never)
     try:

@@ -9,7 +9,9 @@ import argparse
 import importlib
 from typing import Any
 
-from jaxcert import inputs
+from jaxcert import inputs, models
+from jaxcert.model import Model
+from jaxcert.models import defects as dmod
 
 __all__ = ["BRIDGED", "set_dtype", "load_model", "model_args"]
 
@@ -33,8 +35,6 @@ def load_model(spec: str, defects: list[str] | None = None):
     factory returning one), or a bridged model (``chgnet``, ``sevennet:7net-0``, ``ase:module:attr``,
     options after ``@`` such as ``chgnet@float64,fd``; needs jaxcert-bridges); then apply
     ``--defect name=strength`` wrappers in order."""
-    from jaxcert import models
-    from jaxcert.model import Model
 
     head = spec.split(":", 1)[0].split("@", 1)[0]
     if spec in models.available():
@@ -66,7 +66,6 @@ def load_model(spec: str, defects: list[str] | None = None):
         raise inputs.InputError(f"unknown model {spec!r}; registered: {', '.join(models.available())}; "
                          "or give module:attr for your own jaxcert.Model")
     for d in defects or []:
-        from jaxcert.models import defects as dmod
 
         name, _, val = d.partition("=")
         if name not in dmod.DEFECTS:

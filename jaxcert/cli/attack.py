@@ -16,8 +16,13 @@ import sys
 from typing import Any
 
 from jaxcert import inputs
+from jaxcert.attacks import AttackSpec, PipelineConfig, crystals, metrics, plots, run_grid
+from jaxcert.attacks.pipeline import check_attackable
+from jaxcert.attacks.sweep import Store, SweepProgress, sweep
 from jaxcert.cli._common import load_model, model_args, set_dtype
 from jaxcert.inputs import InputError
+from jaxcert.report import machine, to_jsonable
+from jaxcert.structure import Structure
 
 __all__ = ["cmd_attack", "cmd_sweep", "cmd_plot_sweep", "register"]
 
@@ -40,8 +45,6 @@ def _load_structure(name: str, spec: str, min_length: float | None, *, base: str
     :func:`jaxcert.attacks.crystals.element_cell` (``min_length`` default 8 Å).  A cell of fewer than two atoms is
     refused (every perturbation would be a rigid translation).
     """
-    from jaxcert.attacks import crystals
-    from jaxcert.attacks.pipeline import check_attackable
 
     near = os.path.join(base, spec) if base is not None else None
     path = spec if os.path.exists(spec) else (near if near is not None and os.path.exists(near) else None)
@@ -123,9 +126,6 @@ def cmd_attack(a: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from jaxcert.attacks import AttackSpec, PipelineConfig, metrics, run_grid
-    from jaxcert.report import machine, to_jsonable
-    from jaxcert.structure import Structure
 
     model = load_model(a.model, a.defect)
     s = Structure.from_ase(atoms, dtype=dtype)
@@ -306,7 +306,6 @@ def _check_sweep(st: dict[str, Any], cfg: dict[str, Any], names: dict[str, str])
 def _sweep_attacks(x: Any, n_steps: int, alpha_ratio: float | None, random_start: bool, name: str) -> tuple:
     """Attack specs from names (``"fgsm,ifgsm,pgd"`` or a list) or TOML tables ``{name, n_steps, alpha_ratio,
     random_start}``; every value checked, messages naming ``name``."""
-    from jaxcert.attacks import AttackSpec
 
     specs = []
     for item in _split(x):
@@ -334,7 +333,6 @@ def _sweep_attacks(x: Any, n_steps: int, alpha_ratio: float | None, random_start
 
 def _sweep_structures(st: dict[str, Any], name: str) -> dict[str, Any]:
     """label → ``ase.Atoms`` (with provenance in ``info``): set names, crystal labels, files, element symbols."""
-    from jaxcert.attacks import crystals
 
     spec = ",".join(_split(st["structures"]))
     try:
@@ -385,9 +383,6 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     dtype = set_dtype(st["dtype"])
     import numpy as np
 
-    from jaxcert.attacks import PipelineConfig
-    from jaxcert.attacks.sweep import Store, SweepProgress, sweep
-    from jaxcert.structure import Structure
 
     cfg = PipelineConfig(**cfg_kw)
     model = load_model(st["model"], [str(d) for d in _split(st["defect"])])
@@ -428,7 +423,6 @@ def cmd_sweep(a: argparse.Namespace) -> int:
         files = _plot_rows(store.rows(), st["plots"], st["contour"])
         print(f"wrote {len(files)} files to {st['plots']}")
     if st["json"]:
-        from jaxcert.report import to_jsonable
 
         built = {lab: {"source": x.info.get("jaxcert_source"), "formula": x.get_chemical_formula(),
                        "n_atoms": len(x), "repeats": list(x.info.get("supercell", (1, 1, 1)))}
@@ -442,7 +436,6 @@ def cmd_sweep(a: argparse.Namespace) -> int:
 
 
 def _plot_rows(rows: list, out: str, contour: str | None, metrics: str | None = None) -> list:
-    from jaxcert.attacks import plots
 
     doc = None
     if contour:
@@ -457,7 +450,6 @@ def cmd_plot_sweep(a: argparse.Namespace) -> int:
     """``jaxcert plot-sweep DB --out DIR``: metric-vs-ε figures of a sweep store."""
     import os
 
-    from jaxcert.attacks.sweep import Store
 
     if not os.path.exists(a.db):
         raise InputError(f"jaxcert plot-sweep: no such store: {a.db!r}")

@@ -9,8 +9,12 @@ import argparse
 import os
 import sys
 
+from jaxcert import inputs
 from jaxcert._lam import LAMBDA_GATE, lam
+from jaxcert.checkpoint import load_finished, write_json, write_report
 from jaxcert.cli._common import load_model, model_args, set_dtype
+from jaxcert.probes.suite import certify, resolve_probes
+from jaxcert.progress import PROBE_WEIGHTS, StepProgress
 
 __all__ = ["cmd_certify", "cmd_lambda", "register"]
 
@@ -23,10 +27,6 @@ def _exit_code(gates_ok: bool, a: argparse.Namespace) -> int:
 def cmd_certify(a: argparse.Namespace) -> int:
     """Validate everything, run the suite (resuming from ``--json`` with ``--resume``), report, exit 0/1."""
     dtype = set_dtype(a.dtype)
-    from jaxcert import inputs
-    from jaxcert.checkpoint import load_finished, write_report
-    from jaxcert.probes.suite import certify, resolve_probes
-    from jaxcert.progress import PROBE_WEIGHTS, StepProgress
 
     seed = inputs.seed("--seed", a.seed)
     elements = inputs.elements("--elements", a.elements)
@@ -70,8 +70,6 @@ def cmd_certify(a: argparse.Namespace) -> int:
 def cmd_lambda(a: argparse.Namespace) -> int:
     """λ on the ten seed-002 structures; exit 1 if the largest λ exceeds ``--gate``."""
     dtype = set_dtype(a.dtype)
-    from jaxcert import inputs
-    from jaxcert.checkpoint import write_json
 
     step = inputs.positive("--step", a.step, "Å", maximum=0.1)
     gate = inputs.positive("--gate", a.gate, maximum=1.0)

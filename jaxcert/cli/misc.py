@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import argparse
 
+from jaxcert import models, substrates
+from jaxcert.models import defects
+
 __all__ = ["cmd_models", "cmd_substrates", "register"]
 
 
 def cmd_models(a: argparse.Namespace) -> int:
-    from jaxcert import models
 
     for name, desc in models.describe().items():
         print(f"{name:<10} {desc}")
     try:
-        from jaxcert.models import defects
 
         print("\ndefects (--defect name=strength):", ", ".join(sorted(defects.DEFECTS)))
     except ImportError:
@@ -22,7 +23,6 @@ def cmd_models(a: argparse.Namespace) -> int:
 
 
 def cmd_substrates(a: argparse.Namespace) -> int:
-    from jaxcert import substrates
 
     for p in substrates.write_substrates(a.element, a.out):
         print(p)

@@ -71,6 +71,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcert.elements import d_nn
 from jaxcert.model import Model, strain
 from jaxcert.models._common import N_Z, pair_sum, presence
 from jaxcert.models.morse import quintic_cutoff
@@ -95,8 +96,6 @@ PROBE_NAMES: tuple[str, ...] = (
 @functools.lru_cache(maxsize=1)
 def _dnn_table() -> np.ndarray:
     """(N_Z,) reference nearest-neighbour distance d_nn(Z) in Å (shared cache with the reference LJ)."""
-    from jaxcert.elements import d_nn
-
     table = np.ones(N_Z)
     for z in range(1, N_Z):
         table[z] = d_nn(z)

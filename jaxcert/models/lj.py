@@ -28,6 +28,7 @@ import functools
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcert.elements import cohesive_energy, d_nn, number
 from jaxcert.model import Model
 from jaxcert.models._common import N_Z, pair_sum, presence
 from jaxcert.neighbors import pairs
@@ -39,8 +40,6 @@ RO_OVER_RC = 0.66
 
 @functools.lru_cache(maxsize=1)
 def _tables() -> tuple[np.ndarray, np.ndarray]:
-    from jaxcert.elements import cohesive_energy, d_nn
-
     sig = np.ones(N_Z)
     eps = np.ones(N_Z)
     for z in range(1, N_Z):
@@ -51,8 +50,6 @@ def _tables() -> tuple[np.ndarray, np.ndarray]:
 
 def reference_parameters(el) -> tuple[float, float]:
     """(σ Å, ε eV) of the reference LJ for one element."""
-    from jaxcert.elements import number
-
     sig, eps = _tables()
     z = number(el)
     return float(sig[z]), float(eps[z])

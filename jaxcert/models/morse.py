@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from jaxcert.elements import cohesive_energy, d_nn
 from jaxcert.model import Model
 from jaxcert.models._common import pair_sum
 from jaxcert.neighbors import pairs
@@ -36,8 +37,6 @@ def morse(
 ) -> Model:
     """Morse model; parameters in eV and Å (``rcut1``, ``rcut2`` in units of r0)."""
     if element is not None:
-        from jaxcert.elements import cohesive_energy, d_nn
-
         r0 = d_nn(element) if r0 is None else r0
         epsilon = cohesive_energy(element) / 8.610 if epsilon is None else epsilon
     epsilon = 1.0 if epsilon is None else float(epsilon)

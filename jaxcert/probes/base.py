@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcert import substrates
 from jaxcert.geometry import is_concrete
 from jaxcert.model import Model
 from jaxcert.structure import Structure
@@ -41,8 +42,12 @@ from jaxcert.summary import NOT_RUN, UNSUPPORTED
 
 __all__ = [
     "ProbeResult", "ProbeSkip", "ProbeSpec", "OK", "NONFINITE", "SKIPPED", "ERROR", "UNSUPPORTED", "NOT_RUN",
-    "score_map", "finalize", "resolve_substrate", "require_atoms", "PROBES", "register",
+    "score_map", "finalize", "resolve_substrate", "require_atoms", "require_stress", "closest_pair", "bond_of",
+    "precision_bits", "PROBES", "register", "NOT_PERIODIC", "NO_STRESS",
 ]
+
+NOT_PERIODIC = "substrate is not periodic; stress is undefined"
+NO_STRESS = "model does not expose a stress"
 
 OK, NONFINITE, SKIPPED, ERROR = 0, 1, 2, 3
 STATUS_NAMES = {OK: "ok", NONFINITE: "non-finite", SKIPPED: "skipped", ERROR: "error"}
@@ -110,13 +115,57 @@ def require_atoms(s: Structure, n: int, probe: str, why: str) -> None:
         raise ProbeSkip(f"{probe} needs at least {n} atoms ({why}); the substrate has {count}")
 
 
+def closest_pair(s: Structure) -> jax.Array:
+    """In-graph default bond (PROBES.md §2.6): int32 (2,) = (i, j), i < j, real atoms only.
+
+    The first pair in lexicographic double-loop order with the strictly smallest
+    plain (non-minimum-image) distance; ``argmin`` over the row-major upper
+    triangle of squared distances returns exactly that pair.  Works on traced
+    structures (jit/vmap).
+    """
+    R = s.positions
+    n = s.n_atoms
+    d2 = jnp.sum((R[:, None, :] - R[None, :, :]) ** 2, axis=-1)
+    upper = jnp.triu(jnp.ones((n, n), bool), k=1) & s.mask[:, None] & s.mask[None, :]
+    k = jnp.argmin(jnp.where(upper, d2, jnp.inf).reshape(-1))
+    return jnp.stack([k // n, k % n]).astype(jnp.int32)
+
+
+def bond_of(s: Structure, bond: tuple[int, int] | None) -> jax.Array:
+    """``bond`` as an int32 (2,) array, or the in-graph closest pair when ``None``."""
+    if bond is None:
+        return closest_pair(s)
+    return jnp.asarray(bond, jnp.int32).reshape(2)
+
+
+def precision_bits(s: Structure) -> int:
+    """Float precision of the substrate in bits (32 or 64): the reference's ``precision`` as a number."""
+    return int(np.dtype(s.positions.dtype).itemsize * 8)
+
+
+def require_stress(model: Model, s: Structure) -> None:
+    """Static skip checks of the stress probes (PROBES.md §4.2, §4.8, §4.9); raise :class:`ProbeSkip`.
+
+    The reference's ``has_stress`` tries a stress evaluation and treats any exception as "no
+    stress"; here the stress output is traced abstractly (``jax.eval_shape``, no computation).
+    """
+    if not s.periodic:
+        raise ProbeSkip(NOT_PERIODIC)
+    if not model.has_stress(s):
+        raise ProbeSkip(NO_STRESS)
+    try:
+        out = jax.eval_shape(model.stress_of, model.params, s)
+    except Exception as err:  # noqa: BLE001 - any failure means "no stress", as the reference
+        raise ProbeSkip(NO_STRESS) from err
+    if getattr(out, "shape", None) != (3, 3):
+        raise ProbeSkip(NO_STRESS)
+
+
 def resolve_substrate(model: Model, substrate: Structure | str | None, kind: str, dtype: Any = None) -> Structure:
     """Structure for a probe: build from an element symbol if needed, then ``model.prepare``."""
     if substrate is None:
         substrate = "Ar"
     if not isinstance(substrate, Structure):
-        from jaxcert import substrates
-
         substrate = substrates.make_substrate(substrate, kind)
         if not isinstance(substrate, Structure):
             substrate = Structure.from_ase(substrate, dtype=dtype)

@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert import inputs
+from jaxcert import dynamics, inputs, substrates
 from jaxcert.model import Model, is_unsupported_structure
 from jaxcert.probes.base import NOT_RUN, PROBES, STATUS_NAMES, UNSUPPORTED, ProbeSkip
 from jaxcert.report import Report
@@ -186,8 +186,6 @@ def certify(
       InputError: unknown, misspelt or duplicate element symbols, elements the model does not
         support (without ``skip_unsupported``), a bad seed, aggregation, dtype or probe name.
     """
-    from jaxcert import substrates
-
     t_start = time.perf_counter()
     all_elements = inputs.elements("elements", elements)
     elements, unsupported = inputs.split_supported("elements", model, all_elements,
@@ -323,7 +321,6 @@ def _compiled(model: Model, spec, cfg, extra_names: tuple[str, ...]):
 
 def _shared_trajectory(model: Model, batch, keys, cfg, shared: dict[str, Any]):
     """One Langevin trajectory per element for the stat-mech probes (PROBES.md §5), and whether it was made now."""
-    from jaxcert import dynamics
 
     thermostat = getattr(cfg, "thermostat", dynamics.LangevinConfig())
     n_steps = max(int(getattr(cfg, "n_steps", 1100)), shared.get("n_steps", 0))

@@ -39,7 +39,7 @@ def check_exact_second_derivatives(model):
     v = np.random.default_rng(0).normal(size=s.positions.shape)
     exact = np.asarray(EXACT.force_jvp(model, s, v))
     hs = np.array([4e-3, 2e-3, 1e-3])
-    errs = [np.abs(np.asarray(FiniteDifference(order=2, step=h).force_jvp(model, s, v)) - exact).max() for h in hs]
+    errs = [np.abs(np.asarray(FiniteDifference(order=2, step_size=h).force_jvp(model, s, v)) - exact).max() for h in hs]
     slope = np.polyfit(np.log(hs), np.log(errs), 1)[0]
     assert abs(slope - 2.0) < 0.3, errs
     n = s.n_atoms

@@ -49,7 +49,7 @@ def test_exact_hvp_converges_like_finite_differences(model):
     exact = np.asarray(EXACT.force_jvp(model, s, v))
     for order, slope in ((2, 2.0), (4, 4.0)):
         hs = np.array([2e-2, 1e-2, 5e-3])
-        errs = [np.abs(np.asarray(FiniteDifference(order=order, step=h).force_jvp(model, s, v)) - exact).max()
+        errs = [np.abs(np.asarray(FiniteDifference(order=order, step_size=h).force_jvp(model, s, v)) - exact).max()
                 for h in hs]
         fit = np.polyfit(np.log(hs), np.log(errs), 1)[0]
         assert abs(fit - slope) < 0.3, (order, errs)
@@ -60,7 +60,7 @@ def test_jacobian_symmetric_and_strain_blocks_exact(model):
     n = s.n_atoms
     J = np.asarray(EXACT.force_jacobian(model, s)).reshape(3 * n, 3 * n)
     assert np.abs(J - J.T).max() < 1e-12 * np.abs(J).max()
-    fd = FiniteDifference(order=4, step=1e-3)
+    fd = FiniteDifference(order=4, step_size=1e-3)
     for name in ("stress_strain", "stress_position", "force_strain"):
         ex, ap = np.asarray(getattr(EXACT, name)(model, s)), np.asarray(getattr(fd, name)(model, s))
         assert np.abs(ex - ap).max() < 1e-6 * max(1.0, np.abs(ex).max()), name

@@ -9,8 +9,8 @@ import pytest
 
 import jaxcert
 from jaxcert.derivatives import FiniteDifference
+from jaxcert.probes import BettiConfig, betti, draw_pairs
 from jaxcert.probes.base import PROBES
-from jaxcert.probes.betti import BettiConfig, betti, draw_pairs
 from tests.probes.test_conservativeness import defect
 from tests.test_dynamics import clean_lj, cluster13
 

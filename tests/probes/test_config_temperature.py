@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from jaxcert import dynamics as dyn
+from jaxcert.probes import ConfigTemperatureConfig, config_temperature, kinetic_dof
 from jaxcert.probes.base import PROBES
-from jaxcert.probes.config_temperature import ConfigTemperatureConfig, config_temperature, kinetic_dof
 from tests.test_dynamics import anchored_harmonic, clean_lj, cluster13, curl_model
 
 run = jax.jit(config_temperature, static_argnames=("config",))

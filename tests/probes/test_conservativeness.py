@@ -9,8 +9,8 @@ import pytest
 
 import jaxcert
 from jaxcert.derivatives import FiniteDifference
+from jaxcert.probes import ConservativenessConfig, closest_pair, conservativeness
 from jaxcert.probes.base import PROBES
-from jaxcert.probes.conservativeness import ConservativenessConfig, closest_pair, conservativeness
 from tests.test_dynamics import clean_lj, cluster13
 
 LJ = clean_lj()
@@ -95,13 +95,13 @@ def test_clean_lj_at_round_off(dtype):
 
 
 def test_new_values_do_not_recompile():
-    from jaxcert.probes.conservativeness import _conservativeness
+    from jaxcert.probes._conservativeness import _conservativeness as compiled
 
     s = cluster13()
     conservativeness(LJ, None, substrate=s)
-    n = _conservativeness._cache_size()
+    n = compiled._cache_size()
     r = conservativeness(LJ.replace(), None, substrate=s.replace(positions=s.positions * 1.01))
-    assert _conservativeness._cache_size() == n and float(r.defect) < 1e-12
+    assert compiled._cache_size() == n and float(r.defect) < 1e-12
 
 
 def test_fd_engine_is_the_reference_recipe():

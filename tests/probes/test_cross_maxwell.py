@@ -14,8 +14,8 @@ from jaxcert.derivatives import FiniteDifference, voigt_strain
 from jaxcert.model import from_voigt, strain
 from jaxcert.models import get
 from jaxcert.models.lj import lennard_jones
+from jaxcert.probes import TRACE_VOIGT, CrossMaxwellConfig, cross_maxwell, strain_basis
 from jaxcert.probes.base import ProbeSkip
-from jaxcert.probes.cross_maxwell import TRACE_VOIGT, CrossMaxwellConfig, cross_maxwell, strain_basis
 
 CLEAN = lennard_jones(sigma=1.0, epsilon=1.0, rc=8.0, smooth=False, name="clean_lj")  # PROBES.md §8.1
 RUN = jax.jit(cross_maxwell, static_argnames="config")

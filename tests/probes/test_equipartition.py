@@ -7,8 +7,8 @@ import pytest
 
 from jaxcert import dynamics as dyn
 from jaxcert.derivatives import FiniteDifference
+from jaxcert.probes import EquipartitionConfig, align_frames, equipartition
 from jaxcert.probes.base import PROBES
-from jaxcert.probes.equipartition import EquipartitionConfig, align_frames, equipartition
 from tests.test_dynamics import anchored_harmonic, clean_lj, cluster13, curl_model
 
 run = jax.jit(equipartition, static_argnames=("config",))

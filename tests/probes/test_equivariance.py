@@ -11,7 +11,7 @@ from jaxcert import Structure, stack, unstack
 from jaxcert.derivatives import FiniteDifference
 from jaxcert.models import get
 from jaxcert.models.lj import lennard_jones
-from jaxcert.probes.equivariance import EquivarianceConfig, equivariance, random_rotations
+from jaxcert.probes import EquivarianceConfig, equivariance, random_rotations
 
 CLEAN = lennard_jones(sigma=1.0, epsilon=1.0, rc=8.0, smooth=False, name="clean_lj")  # PROBES.md §8.1
 RUN = jax.jit(equivariance, static_argnames="config")

@@ -11,8 +11,8 @@ from jaxcert import Model, Structure, stack, unstack
 from jaxcert.derivatives import FiniteDifference
 from jaxcert.models import get
 from jaxcert.models.lj import lennard_jones
+from jaxcert.probes import ParityConfig, inversion_image, parity
 from jaxcert.probes.base import ProbeSkip
-from jaxcert.probes.parity import ParityConfig, inversion_image, parity
 
 CLEAN = lennard_jones(sigma=1.0, epsilon=1.0, rc=8.0, smooth=False, name="clean_lj")  # PROBES.md §8.1
 RUN = jax.jit(parity, static_argnames="config")

@@ -13,8 +13,8 @@ from jaxcert import Structure, stack, unstack
 from jaxcert.derivatives import FiniteDifference
 from jaxcert.models.lj import lennard_jones
 from jaxcert.neighbors import image_counts
+from jaxcert.probes import RepresentationConfig, representation, supercell, unimodular
 from jaxcert.probes.base import ProbeSkip
-from jaxcert.probes.representation import RepresentationConfig, representation, supercell, unimodular
 
 CLEAN = lennard_jones(sigma=1.0, epsilon=1.0, rc=8.0, smooth=False, name="clean_lj")  # PROBES.md §8.1
 RUN = jax.jit(representation, static_argnames="config")

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import jaxcert
+from jaxcert.probes import ReversibilityConfig, reversibility
 from jaxcert.probes.base import PROBES
-from jaxcert.probes.reversibility import ReversibilityConfig, reversibility
 from tests.test_dynamics import clean_lj, cluster13, curl_model
 
 LJ = clean_lj()

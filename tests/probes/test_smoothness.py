@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import jaxcert
+from jaxcert.probes import SmoothnessConfig, smoothness, smoothness_terms
 from jaxcert.probes.base import PROBES
-from jaxcert.probes.smoothness import SmoothnessConfig, smoothness, smoothness_terms
 from tests.probes.test_conservativeness import D0_KINK, defect
 from tests.test_dynamics import clean_lj, cluster13
 

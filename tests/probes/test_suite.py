@@ -116,8 +116,7 @@ def test_aggregation_methods_and_bad_names():
 def test_shared_trajectory_is_charged_to_its_first_consumer():
     """PROBES.md §5: the probe that asks first pays relaxation + warm-up + MD; the next reads it for free."""
     from jaxcert.dynamics import LangevinConfig
-    from jaxcert.probes.config_temperature import ConfigTemperatureConfig
-    from jaxcert.probes.virial import VirialConfig
+    from jaxcert.probes import ConfigTemperatureConfig, VirialConfig
 
     th = LangevinConfig(warmup_steps=10, relax=False)
     configs = {"config_temperature": ConfigTemperatureConfig(n_steps=40, sample_every=2, n_blocks=4, thermostat=th),

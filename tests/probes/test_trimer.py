@@ -9,8 +9,8 @@ import pytest
 
 import jaxcert
 from jaxcert.derivatives import FiniteDifference
+from jaxcert.probes import TrimerConfig, trimer, unit_pairs
 from jaxcert.probes.base import OK, PROBES, SKIPPED
-from jaxcert.probes.trimer import TrimerConfig, trimer, unit_pairs
 from tests.probes.test_conservativeness import defect, knob
 from tests.test_dynamics import clean_lj
 

@@ -8,8 +8,8 @@ import pytest
 import jaxcert
 from jaxcert import dynamics as dyn
 from jaxcert.models.defects import with_knobs
+from jaxcert.probes import VirialConfig, internal_kinetic_energy, virial
 from jaxcert.probes.base import PROBES, ProbeSkip
-from jaxcert.probes.virial import VirialConfig, internal_kinetic_energy, virial
 from tests.test_dynamics import clean_lj, cluster13, curl_model
 
 run = jax.jit(virial, static_argnames=("config",))

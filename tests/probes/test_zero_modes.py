@@ -9,8 +9,8 @@ import pytest
 
 import jaxcert
 from jaxcert.derivatives import FiniteDifference
+from jaxcert.probes import ZeroModesConfig, rigid_basis, spectrum_analysis, zero_modes
 from jaxcert.probes.base import PROBES
-from jaxcert.probes.zero_modes import ZeroModesConfig, rigid_basis, spectrum_analysis, zero_modes
 from tests.probes.test_conservativeness import D0_KINK, defect
 from tests.test_dynamics import clean_lj, cluster13
 

@@ -35,8 +35,7 @@ import jax.numpy as jnp
 
 from jaxcert.derivatives import EXACT
 from jaxcert.model import Model
-from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, resolve_substrate, score_map
-from jaxcert.probes.conservativeness import fd_h, jvp_cost, precision_bits
+from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, precision_bits, register, resolve_substrate, score_map
 from jaxcert.structure import Structure
 
 __all__ = ["BettiConfig", "betti", "draw_pairs"]
@@ -104,7 +103,7 @@ def betti(
 
 def _pair_count(cfg: BettiConfig) -> tuple[int, bool]:
     """Static (n_pairs, budget_limited) after the budget rule."""
-    cost = 2 * jvp_cost(cfg.derivatives)
+    cost = cfg.derivatives.cost(2)
     n_pairs = int(cfg.n_pairs)
     budget_limited = False
     if cfg.max_evals is not None:
@@ -119,7 +118,7 @@ def _betti(model: Model, alpha: jax.Array, beta: jax.Array, s: Structure, cfg: B
     engine = cfg.derivatives
     dt = s.positions.dtype
     n = s.n_atoms
-    cost = 2 * jvp_cost(engine)
+    cost = engine.cost(2)
     n_pairs, budget_limited = _pair_count(cfg)
     eye = jnp.eye(3 * n, dtype=dt)
 
@@ -134,7 +133,7 @@ def _betti(model: Model, alpha: jax.Array, beta: jax.Array, s: Structure, cfg: B
     d = jnp.mean(asym)
     details = {
         "n_pairs": jnp.asarray(n_pairs, jnp.int32),
-        "delta": jnp.asarray(fd_h(engine, s), dt),
+        "delta": jnp.asarray(engine.step(s), dt),
         "precision": jnp.asarray(precision_bits(s), jnp.int32),
         "scale": jnp.asarray(cfg.scale, dt),
         "max_asymmetry": jnp.max(asym),

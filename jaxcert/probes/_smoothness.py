@@ -1,7 +1,7 @@
 r"""smoothness: regularity of the energy and force along a bond scan (PROBES.md §4.14).
 
 Substrate: the cluster, not relaxed.  Bond (i, j) = the closest pair (in-graph,
-see :func:`jaxcert.probes.conservativeness.closest_pair`) unless ``config.bond``
+see :func:`jaxcert.probes.closest_pair`) unless ``config.bond``
 is given, bond length b, û = (R_j − R_i)/b; only atom j moves, by s_k û on the
 grid s_k = linspace(−0.2 b, +0.5 Å, M = 81) (compression relative, stretch
 absolute; seed 000 / pescert).  Data: E_k and the projected force p_k = F_j·û
@@ -38,8 +38,7 @@ import jax.numpy as jnp
 
 from jaxcert.derivatives import EXACT
 from jaxcert.model import Model
-from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, require_atoms, resolve_substrate
-from jaxcert.probes.conservativeness import bond_of
+from jaxcert.probes.base import ProbeResult, ProbeSpec, bond_of, finalize, register, require_atoms, resolve_substrate
 from jaxcert.structure import Structure
 
 __all__ = ["SmoothnessConfig", "smoothness", "smoothness_terms"]

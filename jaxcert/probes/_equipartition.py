@@ -63,7 +63,6 @@ from jaxcert.derivatives import EXACT
 from jaxcert.dynamics import LangevinConfig, Trajectory, frame_indices, get_trajectory
 from jaxcert.model import Model
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, require_atoms, resolve_substrate, score_map
-from jaxcert.probes.config_temperature import fd_step_of, jvp_cost
 from jaxcert.stats import block_jackknife
 from jaxcert.structure import Structure
 from jaxcert.units import KB_EV_PER_K
@@ -203,7 +202,7 @@ def equipartition(model: Model, key: jax.Array, config: EquipartitionConfig = Eq
     # delete-one-block jackknife of the whole statistic (median over modes of ratios of means)
     jk = block_jackknife(median_ratio, Q2_frame, config.n_blocks)
     defect = jnp.abs(R_median - 1.0)
-    n_evals = traj_evals + 3 * n * jvp_cost(config.derivatives)
+    n_evals = traj_evals + config.derivatives.cost(3 * n)
     details: dict[str, Any] = {
         "n_modes": jnp.sum(keep),
         "R_alpha": R,
@@ -214,7 +213,7 @@ def equipartition(model: Model, key: jax.Array, config: EquipartitionConfig = Eq
         "R_percentiles_5_25_50_75_95": jnp.nanpercentile(R, jnp.asarray([5.0, 25.0, 50.0, 75.0, 95.0], R.dtype)),
         "temperature_K": jnp.asarray(config.thermostat.temperature_k),
         "n_samples": jnp.asarray(len(idx)),
-        "eps": jnp.asarray(fd_step_of(config.derivatives, ref)),
+        "eps": jnp.asarray(config.derivatives.step(ref)),
         "precision": jnp.asarray(8 * jnp.dtype(ref.positions.dtype).itemsize),
         "scale": jnp.asarray(config.scale),
         "relax_fmax_reached": traj.relax_fmax,

@@ -64,8 +64,7 @@ import jax.numpy as jnp
 
 from jaxcert.derivatives import EXACT
 from jaxcert.model import Model
-from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, resolve_substrate, score_map
-from jaxcert.probes.conservativeness import fd_h, jvp_cost, precision_bits
+from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, precision_bits, register, resolve_substrate, score_map
 from jaxcert.relax import bfgs
 from jaxcert.structure import Structure
 
@@ -223,12 +222,12 @@ def _zero_modes(model: Model, s: Structure, cfg: ZeroModesConfig) -> ProbeResult
         "relax_fmax_reached": fmax_reached,
         "relax_steps": jnp.asarray(steps, jnp.int32),
         "relax_converged": jnp.asarray(converged),
-        "eps": jnp.asarray(fd_h(engine, s), dt),
+        "eps": jnp.asarray(engine.step(s), dt),
         "precision": jnp.asarray(precision_bits(s), jnp.int32),
         "tol_rel": jnp.asarray(cfg.tol_rel, dt),
         "scale": jnp.asarray(cfg.scale, dt),
     }
-    n_evals = jnp.asarray(steps, jnp.int32) + 1 + 3 * n * jvp_cost(engine)
+    n_evals = jnp.asarray(steps, jnp.int32) + 1 + engine.cost(3 * n)
     return finalize(d0, score, gate, n_evals, details)
 
 

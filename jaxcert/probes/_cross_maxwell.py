@@ -108,8 +108,7 @@ import numpy as np
 from jaxcert.derivatives import EXACT, voigt_strain
 from jaxcert.model import Model, strain, voigt
 from jaxcert.neighbors import det3, inv3
-from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, resolve_substrate
-from jaxcert.probes.stress_consistency import engine_cost, engine_step, require_stress
+from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, require_stress, resolve_substrate
 from jaxcert.relax import RelaxResult, bfgs
 from jaxcert.structure import Structure
 
@@ -328,7 +327,7 @@ def cross_maxwell(
     gate = (d_lambda < config.gate) & (d_b < config.gate)
     details = {
         "n_pairs": jnp.asarray(config.n_pairs),
-        "delta": jnp.asarray(engine_step(engine, s), dt),
+        "delta": jnp.asarray(engine.step(s), dt),
         "floor": jnp.asarray(config.floor, dt),
         "lambda": jnp.asarray(config.scale, dt),
         "relaxed": jnp.asarray(config.relax_cell),
@@ -348,8 +347,8 @@ def cross_maxwell(
         "prestress_force_term": corr,
         "pair_residuals": r_p,
     }
-    torque_cost = engine_cost(engine, 3, exact=1) if config.prestress_correction else 0
-    n_evals = n_evals + 1 + engine_cost(engine, 3 * n + 12) + torque_cost
+    torque_cost = engine.cost(3, exact_cost=1) if config.prestress_correction else 0
+    n_evals = n_evals + 1 + engine.cost(3 * n + 12) + torque_cost
     return finalize(defect, score, gate, n_evals, details)
 
 

@@ -68,11 +68,11 @@ from jaxcert.probes.base import (
     ProbeSkip,
     ProbeSpec,
     finalize,
+    precision_bits,
     register,
     resolve_substrate,
     score_map,
 )
-from jaxcert.probes.conservativeness import fd_h, jvp_cost, precision_bits
 from jaxcert.structure import Structure
 
 __all__ = ["TrimerConfig", "trimer", "three_body_decay", "transverse_asymmetry", "unit_pairs"]
@@ -220,7 +220,7 @@ def _trimer(model: Model, uw: jax.Array, s: Structure, cfg: TrimerConfig) -> Pro
         "three_body_vanishing": tb,
         "transverse": {
             "n_pairs": jnp.asarray(cfg.n_pairs, jnp.int32),
-            "eps": jnp.asarray(fd_h(engine, s), dt),
+            "eps": jnp.asarray(engine.step(s), dt),
             "mean_abs_antisymmetry": d_perp,
             "precision": jnp.asarray(precision_bits(s), jnp.int32),
             "scale": jnp.asarray(cfg.scale_transverse, dt),
@@ -228,7 +228,7 @@ def _trimer(model: Model, uw: jax.Array, s: Structure, cfg: TrimerConfig) -> Pro
         },
         "fragment_refused": refused,
     }
-    n_evals = 3 + 1 + 3 * cfg.n_offsets + 2 * jvp_cost(engine) * cfg.n_pairs
+    n_evals = 3 + 1 + 3 * cfg.n_offsets + engine.cost(2 * cfg.n_pairs)
     res = finalize(raw, jnp.sqrt(s3 * s_perp), d_perp < cfg.gate_threshold, n_evals, details)
     return res._replace(
         score=jnp.where(refused, jnp.nan, res.score),

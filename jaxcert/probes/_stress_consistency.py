@@ -39,50 +39,10 @@ import jax.numpy as jnp
 
 from jaxcert.derivatives import EXACT
 from jaxcert.model import Model, voigt
-from jaxcert.probes.base import ProbeResult, ProbeSkip, ProbeSpec, finalize, register, resolve_substrate
+from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, require_stress, resolve_substrate
 from jaxcert.structure import Structure
 
-__all__ = ["StressConsistencyConfig", "stress_consistency", "tensor_norm", "require_stress", "engine_cost",
-           "engine_step"]
-
-NOT_PERIODIC = "substrate is not periodic; stress is undefined"
-NO_STRESS = "model does not expose a stress"
-
-
-def require_stress(model: Model, s: Structure) -> None:
-    """Static skip checks of the stress probes (PROBES.md §4.2, §4.8, §4.9); raise :class:`ProbeSkip`.
-
-    The reference's ``has_stress`` tries a stress evaluation and treats any exception as "no
-    stress"; here the stress output is traced abstractly (``jax.eval_shape``, no computation).
-    """
-    if not s.periodic:
-        raise ProbeSkip(NOT_PERIODIC)
-    if not model.has_stress(s):
-        raise ProbeSkip(NO_STRESS)
-    try:
-        out = jax.eval_shape(model.stress_of, model.params, s)
-    except Exception as err:  # noqa: BLE001 - any failure means "no stress", as the reference
-        raise ProbeSkip(NO_STRESS) from err
-    if getattr(out, "shape", None) != (3, 3):
-        raise ProbeSkip(NO_STRESS)
-
-
-def engine_cost(engine: Any, columns: int, exact: int | None = None) -> int:
-    """Model-evaluation equivalents of ``columns`` derivative columns with ``engine``.
-
-    Finite differences: 2 evaluations per column (order 2) or 4 (order 4).  Exact: ``exact``
-    if given, else one jvp per column.
-    """
-    order = getattr(engine, "order", None)
-    if order is not None:
-        return columns * (2 if order == 2 else 4)
-    return columns if exact is None else exact
-
-
-def engine_step(engine: Any, s: Structure) -> float:
-    """The engine's FD step for ``s`` (0.0 for the exact engine)."""
-    h = getattr(engine, "h", None)
-    return float(h(s)) if callable(h) else 0.0
+__all__ = ["StressConsistencyConfig", "stress_consistency", "tensor_norm"]
 
 
 def tensor_norm(v: jax.Array) -> jax.Array:
@@ -135,13 +95,13 @@ def stress_consistency(
     defect = tensor_norm(diff) / (tensor_norm(sigma_e) + 1e-12)
     score = jnp.exp(-jnp.abs(defect) / config.scale)
     details = {
-        "delta": jnp.asarray(engine_step(engine, s), dt),
+        "delta": jnp.asarray(engine.step(s), dt),
         "scale": jnp.asarray(config.scale, dt),
         "stress_pred_voigt": sigma_pred,
         "stress_fd_voigt": sigma_e,
         "abs_residual": jnp.linalg.norm(diff),
     }
-    n_evals = 1 + engine_cost(engine, 6, exact=1)
+    n_evals = 1 + engine.cost(6, exact_cost=1)
     return finalize(defect, score, defect < config.gate, n_evals, details)
 
 

@@ -64,7 +64,7 @@ from jaxcert.structure import Structure
 from jaxcert.units import KB_EV_PER_K
 
 __all__ = [
-    "ConfigTemperatureConfig", "config_temperature", "HUTCHINSON_STREAM", "kinetic_dof", "jvp_cost", "fd_step_of",
+    "ConfigTemperatureConfig", "config_temperature", "HUTCHINSON_STREAM", "kinetic_dof",
 ]
 
 #: ``fold_in`` tag of the Hutchinson stream (the reference's seed + 12345).
@@ -107,16 +107,6 @@ def kinetic_dof(n_atoms: jax.Array, thermostat: LangevinConfig, mode: str = "aut
     raise ValueError(f"kinetic_dof must be 'auto', '3N' or '3N-3', got {mode!r}")
 
 
-def jvp_cost(engine: Any) -> int:
-    """Model evaluations per J·v: 1 for autodiff, the stencil size for finite differences."""
-    return int(getattr(engine, "order", 1))
-
-
-def fd_step_of(engine: Any, s: Structure) -> float:
-    """The engine's finite-difference step in Å (the reference's ``eps``); 0.0 for exact autodiff."""
-    return float(engine.h(s)) if hasattr(engine, "h") else 0.0
-
-
 def _t_conf(mean_F2: jax.Array, mean_t: jax.Array) -> jax.Array:
     """T_conf = ⟨F²⟩/(k_B⟨Tr H⟩) in K (eV²/Å² over eV/K · eV/Å²); NaN when ⟨Tr H⟩ ≤ 0."""
     pos = mean_t > 0
@@ -156,7 +146,7 @@ def config_temperature(model: Model, key: jax.Array, config: ConfigTemperatureCo
     ok = (t > 0) & (T_kin_frame > 0)
     series = jnp.where(ok, F2 / (KB_EV_PER_K * jnp.where(ok, t * T_kin_frame, 1.0)), jnp.nan)
     defect = jnp.abs(ratio - 1.0)
-    n_evals = traj_evals + len(idx) * config.n_hutchinson * jvp_cost(engine)
+    n_evals = traj_evals + engine.cost(len(idx) * config.n_hutchinson)
     details: dict[str, Any] = {
         "T_config": T_conf,
         "T_kin": T_kin,
@@ -167,7 +157,7 @@ def config_temperature(model: Model, key: jax.Array, config: ConfigTemperatureCo
         "temperature_K": jnp.asarray(config.thermostat.temperature_k),
         "n_hutchinson": jnp.asarray(config.n_hutchinson),
         "n_dof": n_dof,
-        "eps": jnp.asarray(fd_step_of(engine, ref)),
+        "eps": jnp.asarray(engine.step(ref)),
         "precision": jnp.asarray(8 * jnp.dtype(ref.positions.dtype).itemsize),
         "scale": jnp.asarray(config.scale),
         "relax_fmax_reached": traj.relax_fmax,

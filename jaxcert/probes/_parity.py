@@ -40,8 +40,7 @@ import jax.numpy as jnp
 from jaxcert.derivatives import EXACT
 from jaxcert.model import Model, voigt
 from jaxcert.neighbors import inv3
-from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, resolve_substrate
-from jaxcert.probes.stress_consistency import require_stress
+from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, require_stress, resolve_substrate
 from jaxcert.structure import Structure
 
 __all__ = ["ParityConfig", "parity", "inversion_image"]

@@ -26,7 +26,7 @@ g_k = −(E_{k−2} − 8E_{k−1} + 8E_{k+1} − E_{k+2})/(12h) at the M − 4 
 points (``force_from_energy`` holds NaN at the two points at each end).  The
 grid is thinned (range unchanged) when its spacing 2ρ/(M − 1) is below
 h_min = fd_step(1, 4) (1.17e-3 Å in float64, 6.54e-2 Å in float32; an explicit
-``FiniteDifference(step=...)`` overrides h_min): M = max(9, odd int(2ρ/h_min) + 1),
+``FiniteDifference(step_size=...)`` overrides h_min): M = max(9, odd int(2ρ/h_min) + 1),
 and ``round_off_limited`` = (2ρ/(M − 1) < h_min), True in float32.
 
 Blind spot (PROBES.md §8.4): a 1-D scan cannot see a transverse curl.
@@ -45,58 +45,23 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from jaxcert.derivatives import EXACT, FiniteDifference, fd_step
+from jaxcert.derivatives import EXACT, fd_step
 from jaxcert.model import Model
-from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, require_atoms, resolve_substrate, score_map
+from jaxcert.probes.base import (
+    ProbeResult,
+    ProbeSpec,
+    bond_of,
+    finalize,
+    precision_bits,
+    register,
+    require_atoms,
+    resolve_substrate,
+    score_map,
+)
 from jaxcert.structure import Structure
 
-__all__ = ["ConservativenessConfig", "conservativeness", "closest_pair", "is_fd", "jvp_cost", "fd_h", "precision_bits"]
-
-
-# ------------------------------------------------------------------ helpers shared by the bond probes
-def closest_pair(s: Structure) -> jax.Array:
-    """In-graph default bond (PROBES.md §2.6): int32 (2,) = (i, j), i < j, real atoms only.
-
-    The first pair in lexicographic double-loop order with the strictly smallest
-    plain (non-minimum-image) distance; ``argmin`` over the row-major upper
-    triangle of squared distances returns exactly that pair.  Works on traced
-    structures (jit/vmap).
-    """
-    R = s.positions
-    n = s.n_atoms
-    d2 = jnp.sum((R[:, None, :] - R[None, :, :]) ** 2, axis=-1)
-    upper = jnp.triu(jnp.ones((n, n), bool), k=1) & s.mask[:, None] & s.mask[None, :]
-    k = jnp.argmin(jnp.where(upper, d2, jnp.inf).reshape(-1))
-    return jnp.stack([k // n, k % n]).astype(jnp.int32)
-
-
-def bond_of(s: Structure, bond: tuple[int, int] | None) -> jax.Array:
-    """``bond`` as an int32 (2,) array, or the in-graph closest pair when ``None``."""
-    if bond is None:
-        return closest_pair(s)
-    return jnp.asarray(bond, jnp.int32).reshape(2)
-
-
-def is_fd(engine: Any) -> bool:
-    """True for the finite-difference engine (static)."""
-    return isinstance(engine, FiniteDifference)
-
-
-def jvp_cost(engine: Any) -> int:
-    """Model-evaluation equivalents of one J·v: 1 (autodiff), 2 or 4 (central FD of that order)."""
-    return int(engine.order) if is_fd(engine) else 1
-
-
-def fd_h(engine: Any, s: Structure) -> float:
-    """The engine's FD step in Å (``eps``/``delta`` in the reference details); 0.0 = exact."""
-    return float(engine.h(s)) if is_fd(engine) else 0.0
-
-
-def precision_bits(s: Structure) -> int:
-    """Float precision of the substrate in bits (32 or 64): pescert's ``precision`` as a number."""
-    return int(np.dtype(s.positions.dtype).itemsize * 8)
+__all__ = ["ConservativenessConfig", "conservativeness"]
 
 
 # ------------------------------------------------------------------ the probe
@@ -132,10 +97,10 @@ def _grid_size(cfg: ConservativenessConfig, s: Structure) -> tuple[int, bool, fl
         while m > cfg.max_evals and m > 5:
             m -= 2
             budget_limited = True
-    if not is_fd(cfg.derivatives):
+    if cfg.derivatives.exact:
         return m, budget_limited, 0.0, False
     engine = cfg.derivatives
-    h_min = float(engine.step) if engine.step is not None else fd_step(1, 4, s.positions.dtype)
+    h_min = float(engine.step_size) if engine.step_size is not None else fd_step(1, 4, s.positions.dtype)
     rho = float(cfg.scan_range_a)
     if 2 * rho / (m - 1) < h_min:
         n_fit = int(2 * rho / h_min) + 1
@@ -178,7 +143,7 @@ def _conservativeness(model: Model, s: Structure, cfg: ConservativenessConfig) -
     grid = jnp.linspace(-rho, rho, m, dtype=dt)
     h = grid[1] - grid[0]
 
-    if is_fd(engine):
+    if not engine.exact:
         d_u = s.positions[j] - s.positions[i]
         u = d_u / jnp.linalg.norm(d_u)
 
@@ -214,7 +179,7 @@ def _conservativeness(model: Model, s: Structure, cfg: ConservativenessConfig) -
         "projected_force": p,
         "force_from_energy": g,
         "budget_limited": jnp.asarray(budget_limited),
-        "exact": jnp.asarray(not is_fd(engine)),
+        "exact": jnp.asarray(engine.exact),
     }
     return finalize(d, score_map(d, cfg.scale), d < cfg.gate_threshold, n_evals, details)
 
