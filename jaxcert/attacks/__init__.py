@@ -25,6 +25,7 @@ from jaxcert.attacks.attacks import (
     grad_tolerance,
     ifgsm,
     min_lattice_length,
+    optax_attack,
     pgd,
     run,
     sign_attack,
@@ -44,7 +45,8 @@ from jaxcert.attacks.pipeline import (
 )
 
 __all__ = [
-    "losses", "Attack", "AttackState", "fgsm", "ifgsm", "pgd", "run", "sign_attack", "min_lattice_length",
+    "losses", "Attack", "AttackState", "fgsm", "ifgsm", "pgd", "optax_attack", "run",
+    "sign_attack", "min_lattice_length",
     "grad_tolerance", "SIGN_START", "ATTACKS", "AttackSpec", "GridResult", "PipelineConfig", "RunResult", "Stage",
     "attack_relax", "check_attackable", "relax_attack_relax", "relax_batch", "run_grid",
 ]

@@ -63,11 +63,29 @@ All hyperparameters (ε, α, n, random start, projection) are array leaves of th
 state, so one program vmaps over structures × ε × seeds × attacks: ``update`` is a
 no-op once ``step ≥ n_steps`` and :func:`run` loops ``max_steps`` times.
 
+The step as an optax chain (docs/attacks.md §1.10): ``update`` feeds the raw gradient
+g = ∂J/∂R through one :class:`optax.GradientTransformation` built by
+:func:`attack_transform` and adds the result with :func:`optax.apply_updates`:
+
+.. math::  \text{mask} \to \text{ascent}\,(g \mapsto -g) \to [\text{zero\_below}] \to
+           \text{rule} \to Π_ε \to \text{mask},
+
+where the rule follows optax's descent convention (it is handed the gradient of −J
+and returns an update to *add*).  The sign rule of FGSM, I-FGSM and PGD is
+:func:`sign_rule` = ``chain(optax.scale_by_sign(), optax.scale_by_learning_rate(α))``,
+so −α·sign(−g) = +α·sign(g) with sign(0) = 0 as before; :func:`project_linf` turns
+the update u into Π_ε(R + u) − R; :func:`mask_atoms` zeroes the rows of padding and
+fixed atoms.  Any optax optimizer can take the rule's place (:func:`optax_attack`,
+or ``optimizer=`` of :func:`sign_attack`, :func:`ifgsm` and :func:`pgd`); its state
+lives in ``AttackState.opt_state`` and the projection still applies.
+
 Usage::
 
     attack = pgd(losses.energy(model), epsilon=0.05, n_steps=10)
     state = run(attack, model.prepare(s), key)          # or init + fori_loop(update)
     R_adv = state.structure.positions
+
+    adam = optax_attack(losses.energy(model), optax.adam(1e-2), epsilon=0.05, n_steps=50)
 """
 
 from __future__ import annotations
@@ -77,12 +95,14 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import optax
 
 from jaxcert.structure import Structure
 
 __all__ = [
     "Attack", "AttackState", "sign_attack", "fgsm", "ifgsm", "pgd", "run", "min_lattice_length",
     "SMALL_GRAD", "SMALL_GRAD_F32", "SIGN_START", "grad_tolerance",
+    "optax_attack", "attack_transform", "sign_rule", "ascent", "zero_below", "mask_atoms", "project_linf",
 ]
 
 #: |g| below this counts as a noise-dominated component in ``small_grad_fraction`` in float64 (docs/attacks.md §1.8.7).
@@ -107,7 +127,8 @@ class AttackState(NamedTuple):
       structure: current structure, positions R_t in Å (cell, numbers unchanged).
       origin: R₀ (N, 3) Å, the centre of the box.
       epsilon: budget ε in Å.
-      alpha: step α in Å.
+      alpha: step α in Å of the sign rule (not used, and 0 for :func:`optax_attack`, where an optax optimizer sets
+        the step).
       n_steps: steps this attack takes (int).
       project: whether Π_ε is applied after each step (bool).
       step: steps taken so far (int).
@@ -115,6 +136,8 @@ class AttackState(NamedTuple):
       small_grad_fraction: fraction of movable components with |g(R₀)| < :func:`grad_tolerance`; 1 at a
         stationary start.
       grad_max: max over movable components of |g(R₀)| (eV/Å for the energy loss).
+      opt_state: state of the step's optax chain (:func:`attack_transform`): empty (no leaves) for the sign rule,
+        the optimizer's state (e.g. Adam's moments) when an optax optimizer is the rule.
     """
 
     structure: Structure
@@ -127,6 +150,7 @@ class AttackState(NamedTuple):
     movable: jax.Array
     small_grad_fraction: jax.Array
     grad_max: jax.Array
+    opt_state: Any = ()
 
 
 class Attack(NamedTuple):
@@ -140,6 +164,82 @@ class Attack(NamedTuple):
 def min_lattice_length(cell: jax.Array) -> jax.Array:
     """L = min(|a|, |b|, |c|) in Å (rows of ``cell``)."""
     return jnp.min(jnp.sqrt(jnp.sum(cell * cell, axis=-1)), axis=-1)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# The step rule as small optax gradient transformations.  Each acts on the (N, 3) update array (or any pytree of
+# them); ``params`` is the current R (Å).  They close over arrays, so they may be built inside a traced function
+# (``update`` rebuilds the chain from the state's leaves at every step; its structure never changes).
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def ascent() -> optax.GradientTransformation:
+    """g ↦ −g: hands a descent-convention optax rule the gradient of −J, so that adding its update *ascends* J."""
+    return optax.scale(-1.0)
+
+
+def zero_below(floor: float) -> optax.GradientTransformation:
+    """Zero the components with |g| < ``floor`` (the ``grad_floor`` of docs/attacks.md §1.8.7); identity for
+    ``floor <= 0`` (static)."""
+    if not floor > 0.0:
+        return optax.identity()
+
+    def update_fn(updates, state, params=None):
+        del params
+        return jax.tree.map(lambda g: jnp.where(jnp.abs(g) < floor, jnp.zeros_like(g), g), updates), state
+
+    return optax.GradientTransformation(optax.init_empty_state, update_fn)
+
+
+def mask_atoms(movable: Any) -> optax.GradientTransformation:
+    """Zero the rows (atoms) of the update where ``movable`` (N,) is False: padding and fixed atoms never move
+    (docs/attacks.md §1.9)."""
+
+    def update_fn(updates, state, params=None):
+        del params
+        mov = jnp.asarray(movable, bool)
+        return jax.tree.map(lambda u: jnp.where(mov[:, None], u, jnp.zeros_like(u)), updates), state
+
+    return optax.GradientTransformation(optax.init_empty_state, update_fn)
+
+
+def project_linf(origin: Any, epsilon: Any, enabled: Any = True) -> optax.GradientTransformation:
+    """Π_ε as an update: u ↦ Π_ε(R + u) − R, Π_ε(X) = R₀ + clip(X − R₀, −ε, ε), so that R + u lands in
+    B_ε(R₀) (up to one rounding of the addition).  ``enabled`` (bool, may be traced) False passes u through.
+    Needs ``params`` (the current R)."""
+
+    def update_fn(updates, state, params=None):
+        if params is None:
+            raise ValueError("project_linf needs params (the current positions R) in update(updates, state, params)")
+
+        def one(u, R, R0):
+            P = R0 + jnp.clip(R + u - R0, -epsilon, epsilon)
+            return jnp.where(enabled, P - R, u)
+
+        return jax.tree.map(one, updates, params, origin), state
+
+    return optax.GradientTransformation(optax.init_empty_state, update_fn)
+
+
+def sign_rule(alpha: Any) -> optax.GradientTransformation:
+    """The FGSM/I-FGSM/PGD step in optax's descent convention: u = −α·sign(g) (sign(0) = 0, ``jnp.sign``).
+    Fed the gradient of −J (:func:`ascent`), it gives +α·sign(∂J/∂R)."""
+    return optax.chain(optax.scale_by_sign(), optax.scale_by_learning_rate(alpha))
+
+
+def attack_transform(rule: optax.GradientTransformation, *, origin: Any, epsilon: Any, movable: Any,
+                     project: Any = True, grad_floor: float = 0.0) -> optax.GradientTransformation:
+    """The whole step, fed g = ∂J/∂R (the gradient of the objective to *ascend*):
+    ``chain(mask_atoms, ascent, zero_below(grad_floor), rule, project_linf, mask_atoms)``.
+
+    ``rule`` is any optax optimizer or transformation in the usual descent convention (:func:`sign_rule`, or e.g.
+    ``optax.adam(1e-2)``); apply the result with ``optax.apply_updates(R, u)``.  The first mask keeps padding and
+    fixed atoms out of the rule's statistics, the last keeps them in place whatever the rule does (weight decay).
+    """
+    return optax.chain(
+        mask_atoms(movable), ascent(), zero_below(grad_floor), rule,
+        project_linf(origin, epsilon, project), mask_atoms(movable),
+    )
 
 
 def sign_attack(
@@ -156,6 +256,7 @@ def sign_attack(
     movable: Any = None,
     descend: bool = False,
     grad_floor: float = 0.0,
+    optimizer: optax.GradientTransformation | None = None,
 ) -> Attack:
     r"""The general sign-gradient attack R ← Π_ε(R + α sign ∂J/∂R) (module docstring).
 
@@ -173,14 +274,20 @@ def sign_attack(
       movable: optional (N,) bool mask of atoms allowed to move (and'ed with ``s.mask``).
       descend: descend J instead of ascending it.
       grad_floor: zero |g| components below this before the sign (0 = off, the reference).
+      optimizer: an optax optimizer (descent convention, e.g. ``optax.adam(1e-2)``) used as the step rule in
+        place of :func:`sign_rule` (α is then unused; its learning rate is in Å-per-unit-update and is *not*
+        scaled by ``relative``).  Masking, ascent, ``grad_floor`` and the projection apply as for the sign rule.
     """
     if max_steps is None:
         max_steps = int(n_steps)
     sgn = -1.0 if descend else 1.0
 
-    def grad(s: Structure, R: jax.Array, mov: jax.Array) -> jax.Array:
-        g = jax.grad(lambda X: sgn * loss(s.replace(positions=X)))(R)
-        return jnp.where(mov[:, None], g, 0.0)
+    def raw_grad(s: Structure, R: jax.Array) -> jax.Array:
+        return jax.grad(lambda X: sgn * loss(s.replace(positions=X)))(R)
+
+    def transform(origin, eps, a, mov, proj) -> optax.GradientTransformation:
+        rule = sign_rule(a) if optimizer is None else optimizer
+        return attack_transform(rule, origin=origin, epsilon=eps, movable=mov, project=proj, grad_floor=grad_floor)
 
     def init(s: Structure, key: Any = None) -> AttackState:
         R0 = s.positions
@@ -200,28 +307,28 @@ def sign_attack(
         U = jnp.where(uniform, U, jnp.where(jnp.asarray(sign_start, dt) > 0, S, 0.0))
         U = jnp.where(mov[:, None], U, 0.0)
         R = R0 + jnp.clip(U, -eps, eps)
-        g0 = grad(s, R0, mov)
+        g0 = jnp.where(mov[:, None], raw_grad(s, R0), 0.0)
         n_mov = jnp.maximum(3 * jnp.sum(mov), 1).astype(dt)
         small = jnp.sum((jnp.abs(g0) < grad_tolerance(dt)) & mov[:, None]) / n_mov
+        proj = jnp.asarray(project, bool)
         return AttackState(
             structure=s.replace(positions=R), origin=R0, epsilon=eps, alpha=a,
-            n_steps=jnp.asarray(n_steps, jnp.int32), project=jnp.asarray(project, bool),
+            n_steps=jnp.asarray(n_steps, jnp.int32), project=proj,
             step=jnp.asarray(0, jnp.int32), movable=mov, small_grad_fraction=small,
-            grad_max=jnp.max(jnp.abs(g0)),
+            grad_max=jnp.max(jnp.abs(g0)), opt_state=transform(R0, eps, a, mov, proj).init(R),
         )
 
     def update(state: AttackState) -> AttackState:
         s = state.structure
         R = s.positions
-        g = grad(s, R, state.movable)
-        if grad_floor > 0.0:
-            g = jnp.where(jnp.abs(g) < grad_floor, 0.0, g)
-        Rn = R + state.alpha * jnp.sign(g)
-        Rp = state.origin + jnp.clip(Rn - state.origin, -state.epsilon, state.epsilon)
-        Rn = jnp.where(state.project, Rp, Rn)
+        tx = transform(state.origin, state.epsilon, state.alpha, state.movable, state.project)
+        u, opt_state = tx.update(raw_grad(s, R), state.opt_state, R)
+        Rn = optax.apply_updates(R, u)
         active = state.step < state.n_steps
         Rn = jnp.where(active, Rn, R)
-        return state._replace(structure=s.replace(positions=Rn), step=state.step + active.astype(jnp.int32))
+        opt_state = jax.tree.map(lambda new, old: jnp.where(active, new, old), opt_state, state.opt_state)
+        return state._replace(structure=s.replace(positions=Rn), step=state.step + active.astype(jnp.int32),
+                              opt_state=opt_state)
 
     return Attack(init, update, int(max_steps))
 
@@ -256,6 +363,20 @@ def pgd(loss, epsilon: Any = 0.05, n_steps: int = 10, alpha: Any = None, alpha_r
     (docs/attacks.md §1.5; experiment n = 10, α = 0.1 ε)."""
     a = jnp.asarray(epsilon) * alpha_ratio if alpha is None else alpha
     return sign_attack(loss, epsilon, a, n_steps, random_start=True, project=True, **kw)
+
+
+def optax_attack(loss, optimizer: optax.GradientTransformation, epsilon: Any = 0.05, n_steps: int = 10, *,
+                 random_start: Any = False, **kw: Any) -> Attack:
+    """An iterative attack whose step rule is any optax optimizer, projected onto B_ε after every step.
+
+    ``optimizer`` is used in optax's usual (descent) convention, e.g. ``optax.adam(1e-2)``; the chain of
+    :func:`attack_transform` hands it the gradient of −J, so adding its update ascends J.  ``random_start`` gives
+    PGD's uniform start in the box.  Other keywords as :func:`sign_attack` (``movable``, ``relative`` (ε only: the
+    learning rate stays in Å), ``descend``, ``grad_floor``, ``max_steps``).  ``state.opt_state`` holds the
+    optimizer's state; ``state.alpha`` is 0 (unused).
+    """
+    return sign_attack(loss, epsilon, 0.0, n_steps, random_start=random_start, project=True, optimizer=optimizer,
+                       **kw)
 
 
 def run(attack: Attack, s: Structure, key: Any = None) -> AttackState:
