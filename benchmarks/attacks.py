@@ -7,7 +7,7 @@ Both sides run the same runs on the same structures with the same JAX model
   the structures, then one vmapped program over (structure × attack × ε × seed)
   for attack + FIRE relaxation.  Timed cold (compilation included) and warm
   (the same call again).
-* **ASE loop** (the reference's architecture, ATTACKS.md §2): for each structure
+* **ASE loop** (the reference's architecture, docs/attacks.md §2): for each structure
   ``ase.optimize.FIRE`` (ASE defaults, the same as :func:`jaxcert.relax.fire`) to
   R_ref, then for each run a numpy sign-gradient attack with g = −F from the
   calculator (the reference's non-MACE path) and a second ``ase.optimize.FIRE``.
@@ -70,7 +70,7 @@ class JaxCalculator(Calculator):
 
 
 def ase_attack(atoms, calc, spec: AttackSpec, eps: float, seed: int) -> np.ndarray:
-    """Numpy sign-gradient attack of ATTACKS.md §1 with g = −F (energy ascent)."""
+    """Numpy sign-gradient attack of docs/attacks.md §1 with g = −F (energy ascent)."""
     R0 = atoms.get_positions()
     work = atoms.copy()
     work.calc = calc
@@ -125,11 +125,11 @@ def main(argv=None):
     js = [jaxcert.Structure.from_ase(a) for a in structures]
 
     t0 = time.perf_counter()
-    g = run_grid(model, js, EPS, SEEDS, attacks=SPECS, cfg=cfg)
+    g = run_grid(model, js, EPS, SEEDS, attacks=SPECS, config=cfg)
     jax.block_until_ready(g.runs.final.energy)
     cold = time.perf_counter() - t0
     t0 = time.perf_counter()
-    g = run_grid(model, js, EPS, SEEDS, attacks=SPECS, cfg=cfg)
+    g = run_grid(model, js, EPS, SEEDS, attacks=SPECS, config=cfg)
     jax.block_until_ready(g.runs.final.energy)
     warm = time.perf_counter() - t0
 

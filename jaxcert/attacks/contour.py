@@ -73,28 +73,28 @@ def _angle(u: np.ndarray, v: np.ndarray) -> float:
 
 
 def contour(model: Model, atoms: Any, seed: int = 42, beta: float = 0.1,
-            cfg: ContourConfig | None = None) -> dict[str, Any]:
+            config: ContourConfig | None = None) -> dict[str, Any]:
     """One contour run (module docstring); returns ``{"rows", "endpoint", "relaxed", ...}``."""
     from ase.md.contour_exploration import ContourExploration
 
-    cfg = cfg if cfg is not None else ContourConfig()
+    config = config if config is not None else ContourConfig()
     if isinstance(atoms, Structure):
         atoms = atoms.to_ase()
     calc = ModelCalculator(model)
-    ref, pre_steps, pre_conv, pre_fmax = _relax(model, atoms, cfg)
+    ref, pre_steps, pre_conv, pre_fmax = _relax(model, atoms, config)
     ref.calc = calc
     E_c = float(ref.get_potential_energy())
     F_c = ref.get_forces().copy()
     n = len(ref)
-    target = E_c + cfg.energy_shift_ev_per_atom * n
+    target = E_c + config.energy_shift_ev_per_atom * n
     rng = np.random.default_rng(seed + round(1000 * beta))
     v = rng.standard_normal((n, 3))
     v -= v.mean(axis=0)
     work = ref.copy()
     work.calc = calc
     work.set_velocities(v)
-    ce = ContourExploration(work, maxstep=cfg.maxstep, parallel_drift=beta, energy_target=target,
-                            angle_limit=cfg.angle_limit, rng=rng)
+    ce = ContourExploration(work, maxstep=config.maxstep, parallel_drift=beta, energy_target=target,
+                            angle_limit=config.angle_limit, rng=rng)
     R_c = ref.get_positions()
     cell, pbc = ref.get_cell().array, ref.get_pbc()
     rows: list[dict[str, float]] = []
@@ -118,18 +118,18 @@ def contour(model: Model, atoms: Any, seed: int = 42, beta: float = 0.1,
         last["R"], last["dR"] = R.copy(), dR
 
     ce.attach(record, interval=1)  # ASE calls observers once before the first step too: rows 0…n
-    ce.run(cfg.n_steps)
+    ce.run(config.n_steps)
     end = work.copy()
     end.calc = calc
     E_end, F_end = float(end.get_potential_energy()), end.get_forces()
-    endpoint = _m.compare(ref, end, F_c, F_end, E_c, E_end, fmax=cfg.fmax)
-    relaxed, steps, conv, fm = _relax(model, end, cfg)
+    endpoint = _m.compare(ref, end, F_c, F_end, E_c, E_end, fmax=config.fmax)
+    relaxed, steps, conv, fm = _relax(model, end, config)
     relaxed.calc = calc
     post = _m.compare(ref, relaxed, F_c, relaxed.get_forces(), E_c, float(relaxed.get_potential_energy()),
-                      fmax=cfg.fmax)
+                      fmax=config.fmax)
     dev = np.abs([r["energy_deviation_mev_per_atom"] for r in rows])
     return {
-        "seed": seed, "beta": beta, "config": dataclasses.asdict(cfg),
+        "seed": seed, "beta": beta, "config": dataclasses.asdict(config),
         "pre_relaxation": {"steps": pre_steps, "converged": pre_conv, "fmax": pre_fmax},
         "reference_energy": E_c, "rows": rows, "endpoint": endpoint, "relaxed": post,
         "post_relaxation": {"steps": steps, "converged": conv, "fmax": fm},

@@ -225,20 +225,20 @@ def _loss(model: Model, cfg: PipelineConfig):
 
 
 def attack_relax(model: Model, s_ref: Structure, eps: Any, key: Any, n_steps: Any, alpha_ratio: Any,
-                 random_start: Any, project: Any, cfg: PipelineConfig = PipelineConfig(),
+                 random_start: Any, project: Any, config: PipelineConfig = PipelineConfig(),
                  max_attack_steps: int | None = None, movable: Any = None, sign_start: Any = 0.0) -> RunResult:
     """Attack a (prepared) reference and relax the result; pure, jittable, vmappable in every array arg.
 
     ``random_start`` is PGD's uniform start, ``sign_start`` the R+FGSM sign step β (docs/attacks.md §6).  Values are
     not checked here (they may be traced); :func:`run_grid` checks them at the boundary.
     """
-    attack = sign_attack(_loss(model, cfg), eps, jnp.asarray(eps) * alpha_ratio, n_steps,
+    attack = sign_attack(_loss(model, config), eps, jnp.asarray(eps) * alpha_ratio, n_steps,
                          random_start=random_start, sign_start=sign_start, project=project,
                          max_steps=max_attack_steps if max_attack_steps is not None else n_steps,
-                         relative=cfg.relative, movable=movable)
+                         relative=config.relative, movable=movable)
     st = _run_attack(attack, s_ref, key)
     adv = st.structure
-    rel = _relax(model, adv, cfg)
+    rel = _relax(model, adv, config)
     return RunResult(_stage(model, adv), _stage(model, rel.structure), rel.steps, rel.converged, rel.fmax,
                      st.epsilon, st.alpha, st.small_grad_fraction, st.grad_max)
 
@@ -279,12 +279,12 @@ def check_attackable(name: str, s: Any) -> None:
 
 
 def relax_attack_relax(model: Model, s: Structure, spec: AttackSpec, eps: float, seed: int,
-                       cfg: PipelineConfig = PipelineConfig()) -> tuple[RelaxResult, Stage, RunResult]:
+                       config: PipelineConfig = PipelineConfig()) -> tuple[RelaxResult, Stage, RunResult]:
     """One full run, unbatched (the looped reference for tests and small jobs); ``s`` prepared here."""
     eps_h, seed_h = _check_grid_args([eps], [seed])
     check_attackable("structure", s)
     s = model.prepare(s)
-    return _one_run(model, s, spec, jnp.asarray(eps_h[0], s.dtype), jnp.asarray(int(seed_h[0]), jnp.uint32), cfg)
+    return _one_run(model, s, spec, jnp.asarray(eps_h[0], s.dtype), jnp.asarray(int(seed_h[0]), jnp.uint32), config)
 
 
 @partial(jax.jit, static_argnames=("spec", "cfg"))
@@ -302,9 +302,9 @@ def _relax_batch(model, s, cfg):
     return ref, jax.vmap(lambda x: _stage(model, x))(ref.structure)
 
 
-def relax_batch(model: Model, s: Structure, cfg: PipelineConfig = PipelineConfig()) -> tuple[RelaxResult, Stage]:
+def relax_batch(model: Model, s: Structure, config: PipelineConfig = PipelineConfig()) -> tuple[RelaxResult, Stage]:
     """Relax a batched (stacked, prepared) structure: one vmapped program."""
-    return _relax_batch(model, s, cfg)
+    return _relax_batch(model, s, config)
 
 
 @partial(jax.jit, static_argnames=("cfg", "max_n"))
@@ -327,16 +327,16 @@ def _grid(model, s_ref, eps, seeds, n, ratio, rs, proj, sign, cfg, max_n):
 
 def run_grid(model: Model, structures: Structure | Sequence[Structure], epsilons: Any, seeds: Any = (42,),
              attacks: Sequence[AttackSpec] | AttackSpec = ATTACKS,
-             cfg: PipelineConfig = PipelineConfig()) -> GridResult:
+             config: PipelineConfig = PipelineConfig()) -> GridResult:
     """Relax each structure once, then attack and relax every (attack, ε, seed) in one vmapped program.
 
     Args:
       model: a JAX :class:`~jaxcert.Model`.
       structures: a list of structures (stacked with padding here) or an already stacked batch.
-      epsilons: (E,) ε values in Å (fractions of L with ``cfg.relative``), each finite and > 0.
+      epsilons: (E,) ε values in Å (fractions of L with ``config.relative``), each finite and > 0.
       seeds: (K,) integer seeds in [0, 2³¹ − 1], each once (PGD and R+FGSM random starts).
       attacks: attack specifications (default: the experiment's FGSM, I-FGSM n=10, PGD n=10 α=0.1ε).
-      cfg: :class:`PipelineConfig`.
+      config: :class:`PipelineConfig`.
 
     Returns:
       :class:`GridResult`; ``runs`` has leading axes (S, A, E, K).
@@ -352,17 +352,17 @@ def run_grid(model: Model, structures: Structure | Sequence[Structure], epsilons
     attacks = tuple(attacks)
     if not attacks or not all(isinstance(x, AttackSpec) for x in attacks):
         raise inputs.InputError(f"attacks: got {attacks!r}; allowed: a non-empty sequence of AttackSpec")
-    if not isinstance(cfg, PipelineConfig):
-        raise inputs.InputError(f"cfg: got {type(cfg).__name__}; allowed: a PipelineConfig")
+    if not isinstance(config, PipelineConfig):
+        raise inputs.InputError(f"config: got {type(config).__name__}; allowed: a PipelineConfig")
     eps_host, seeds_np = _check_grid_args(epsilons, seeds)  # ε as requested (recorded unrounded)
     s = stack(list(structures)) if not isinstance(structures, Structure) else structures
     check_attackable("structures", s)
     s = model.prepare(s)
     dt = s.dtype
     eps = jnp.asarray(eps_host, dt)
-    ref, ref_stage = relax_batch(model, s, cfg)
+    ref, ref_stage = relax_batch(model, s, config)
     n, ratio, rs, proj, sign = _spec_arrays(attacks)
     runs = _grid(model, ref.structure, eps, jnp.asarray(seeds_np, jnp.uint32), jnp.asarray(n),
-                 jnp.asarray(ratio, dt), jnp.asarray(rs), jnp.asarray(proj), jnp.asarray(sign, dt), cfg,
+                 jnp.asarray(ratio, dt), jnp.asarray(rs), jnp.asarray(proj), jnp.asarray(sign, dt), config,
                  int(n.max()))
-    return GridResult(ref_stage, ref.steps, ref.converged, ref.fmax, runs, attacks, eps_host, seeds_np, cfg)
+    return GridResult(ref_stage, ref.steps, ref.converged, ref.fmax, runs, attacks, eps_host, seeds_np, config)

@@ -402,7 +402,7 @@ def _run_chunk(model: Any, job: dict[str, Any]) -> tuple[list[dict[str, Any]], d
     """Compute one chunk (in this process or on a dask worker): metric rows and per-atom arrays of its runs."""
     if job["dtype"] == "float64":  # a fresh dask worker process starts without x64 and would silently use float32
         jax.config.update("jax_enable_x64", True)
-    g = run_grid(model, job["structures"], job["epsilons"], job["seeds"], attacks=job["attacks"], cfg=job["cfg"])
+    g = run_grid(model, job["structures"], job["epsilons"], job["seeds"], attacks=job["attacks"], config=job["cfg"])
     got = str(np.asarray(g.reference.structure.positions).dtype)
     if got != job["dtype"]:
         raise RuntimeError(f"sweep chunk computed in {got}, requested {job['dtype']}")
@@ -435,7 +435,7 @@ def _run_chunk(model: Any, job: dict[str, Any]) -> tuple[list[dict[str, Any]], d
 
 
 def sweep(model, structures: Mapping[str, Any], epsilons: Sequence[float], seeds: Sequence[int] = (42,),
-          attacks: Sequence[AttackSpec] = ATTACKS, cfg: PipelineConfig | None = None, store: Store | None = None,
+          attacks: Sequence[AttackSpec] = ATTACKS, config: PipelineConfig | None = None, store: Store | None = None,
           chunk: int = 8, max_chunks: int | None = None, dry_run: bool = False,
           progress: Callable[[Mapping[str, Any]], None] | None = None, dtype: Any = None,
           executor: str = "local", scheduler: str | None = None, client: Any = None,
@@ -445,7 +445,7 @@ def sweep(model, structures: Mapping[str, Any], epsilons: Sequence[float], seeds
     Args:
       model: a JAX :class:`~jaxcert.Model`.
       structures: label → ``ase.Atoms`` or :class:`~jaxcert.Structure`.
-      epsilons, seeds, attacks, cfg: the grid (see :func:`jaxcert.attacks.run_grid`; cfg default PipelineConfig()).
+      epsilons, seeds, attacks, config: the grid (see :func:`jaxcert.attacks.run_grid`; default PipelineConfig()).
       store: the :class:`Store` (default: in memory).
       chunk: structures per vmapped program (one task with dask), an integer ≥ 1.
       max_chunks: compute at most this many chunks, an integer ≥ 1 (for time-boxed jobs; rerun to continue).
@@ -480,7 +480,7 @@ def sweep(model, structures: Mapping[str, Any], epsilons: Sequence[float], seeds
     if not attacks or not all(isinstance(x, AttackSpec) for x in attacks):
         raise inputs.InputError(f"attacks: got {attacks!r}; allowed: a non-empty sequence of AttackSpec")
     store = store if store is not None else Store(":memory:")
-    cfg = cfg if cfg is not None else PipelineConfig()
+    config = config if config is not None else PipelineConfig()
     provenance = {lab: _provenance(x) for lab, x in structures.items()}
     tags = {lab: (x.info.get("jaxcert_key") if hasattr(x, "info") else None) for lab, x in structures.items()}
     objs = {lab: _structure(x, dtype) for lab, x in structures.items()}
@@ -490,10 +490,10 @@ def sweep(model, structures: Mapping[str, Any], epsilons: Sequence[float], seeds
     if len(dtypes) > 1:
         raise ValueError(f"structures of mixed dtypes {sorted(dtypes)}; pass dtype= to cast them")
     dt = dtypes.pop() if dtypes else "float64"
-    chash = _config_hash(cfg)
+    chash = _config_hash(config)
     done = store.keys()
     grid_keys = {
-        lab: {(a, e, k): task_key(model.name, lab, spec, ev, sd, cfg, dt, tags[lab])
+        lab: {(a, e, k): task_key(model.name, lab, spec, ev, sd, config, dt, tags[lab])
               for a, spec in enumerate(attacks) for e, ev in enumerate(eps) for k, sd in enumerate(seeds)}
         for lab in objs
     }
@@ -522,7 +522,7 @@ def sweep(model, structures: Mapping[str, Any], epsilons: Sequence[float], seeds
                             "n_steps": spec.n_steps, "alpha_ratio": float(spec.alpha), "epsilon": eps[e],
                             "seed": seeds[k], "config_hash": chash, "version": __version__, "dtype": dt}})
         jobs.append({"labels": labels, "structures": [objs[lab] for lab in labels], "epsilons": [eps[i] for i in e_idx],
-                     "seeds": [seeds[i] for i in k_idx], "attacks": [attacks[i] for i in a_idx], "cfg": cfg,
+                     "seeds": [seeds[i] for i in k_idx], "attacks": [attacks[i] for i in a_idx], "config": config,
                      "tasks": tasks, "with_arrays": store.arrays_dir is not None, "dtype": dt,
                      "provenance": {lab: provenance[lab] for lab in labels}})
     if max_chunks is not None:

@@ -134,7 +134,7 @@ def cmd_attack(a: argparse.Namespace) -> int:
     cfg = PipelineConfig(fmax=v["fmax"], max_steps=v["max_steps"], optimizer=a.optimizer, loss=a.loss,
                          relative=a.relative)
     t0 = time.perf_counter()
-    g = run_grid(model, [s], v["eps"], v["seeds"], attacks=specs, cfg=cfg)
+    g = run_grid(model, [s], v["eps"], v["seeds"], attacks=specs, config=cfg)
     wall = time.perf_counter() - t0
     rows = [metrics.run_metrics(g, 0, i, e, k) for i in range(len(specs)) for e in range(len(v["eps"]))
             for k in range(len(v["seeds"]))]
@@ -402,7 +402,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     progress = None if st["quiet"] else SweepProgress()
     try:
         # ase.Atoms, so that the rows record how each structure was built and an element cell's tag enters the keys
-        counts = sweep(model, atoms, st["epsilons"], st["seeds"], attacks=specs, cfg=cfg, store=store,
+        counts = sweep(model, atoms, st["epsilons"], st["seeds"], attacks=specs, config=cfg, store=store,
                        chunk=st["chunk"], max_chunks=st["max_chunks"], dry_run=st["dry_run"], progress=progress,
                        dtype=dtype, executor=st["executor"], scheduler=st["scheduler"])
     except ImportError as err:

@@ -7,7 +7,7 @@ r"""The certification suite: every probe, every element, one compiled program pe
 
 so ten elements cost one compilation and one batched execution per probe.
 
-Order and sharing follow the reference (PROBES.md §6.1): the default order is
+Order and sharing follow the reference (docs/probes.md §6.1): the default order is
 conservativeness, equivariance, smoothness, stress_consistency, parity,
 representation, cross_maxwell, betti, zero_modes, trimer, reversibility,
 config_temperature, equipartition, virial.  The three statistical-mechanics
@@ -18,7 +18,7 @@ equals a standalone one.
 Randomness: probe keys are ``fold_in(key(seed), crc32(name))`` split over the
 elements, so a probe's draws do not depend on which other probes run.
 
-Failure handling (§6.2, DESIGN.md "Errors"): a :class:`ProbeSkip` (e.g. no
+Failure handling (§6.2, docs/architecture.md "Errors"): a :class:`ProbeSkip` (e.g. no
 stress) is recorded with its reason (score NaN, excluded from aggregation); any
 other exception scores 0 with the error message recorded and the suite goes on;
 a non-finite defect (a model returning NaN) scores 0 with status "non-finite".
@@ -31,7 +31,10 @@ probe scores (clipped at 1e-12 for the latter two).
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import os
+import threading
 import time
 import traceback
 import zlib
@@ -162,6 +165,7 @@ def certify(
     skip_unsupported: bool = False,
     finished: Sequence[ProbeOutcome] = (),
     on_probe: Callable[[Any], None] | None = None,
+    compile_workers: int | None = None,
 ):
     """Run the certification suite and return a :class:`jaxcert.report.Report`.
 
@@ -181,6 +185,11 @@ def certify(
         configs (from :func:`jaxcert.checkpoint.load_finished`); they are kept, not recomputed.
       on_probe: called with the partial :class:`~jaxcert.report.Report` after every probe (the CLI
         writes it atomically, so a killed run loses nothing finished; ``docs/cli.md``).
+      compile_workers: threads that trace and compile the probes' programs ahead of their turn
+        (default: ``$JAXCERT_COMPILE_WORKERS``, else the CPU count, at most 4; 0 = compile each
+        program when its probe runs). XLA compiles outside the GIL, so on a cold start the
+        programs of later probes compile while earlier ones run; results are identical
+        (the same programs), only ``wall_s`` per probe then excludes the overlapped compile.
 
     Raises:
       InputError: unknown, misspelt or duplicate element symbols, elements the model does not
@@ -216,6 +225,8 @@ def certify(
         return batches[kind]
 
     shared: dict[str, Any] = {}
+    todo = [n for n in names if not (n in kept and kept[n].config == repr(configs.get(n, PROBES[n].config())))]
+    ahead = _compile_ahead(model, todo, configs, batch_for, elements, seed, share_trajectory, compile_workers)
     outcomes: list[ProbeOutcome] = []
     # a bridged (host) model counts its evaluations: record them per probe
     counter = getattr(getattr(model.energy_fn, "backend", None), "counts", None)
@@ -241,12 +252,14 @@ def certify(
             kname = "trajectory" if (name in STATMECH and share_trajectory) else name
             keys = jax.random.split(probe_key(seed, kname), n)
             extra: dict[str, Any] = {}
-            md_evals = None  # a trajectory made for this probe is charged to it (PROBES.md §5: the first asker pays)
+            md_evals = None  # a trajectory made here is charged to this probe (docs/probes.md §5)
+            ahead.wait(name)  # its program was traced and compiled ahead (or failed there: then again here)
             if name in STATMECH and share_trajectory:
+                ahead.wait("trajectory")
                 extra["trajectory"], fresh = _shared_trajectory(model, batch, keys, cfg, shared)
                 md_evals = np.asarray(extra["trajectory"].n_evals, int) if fresh else None
             run = _compiled(model, spec, cfg, tuple(extra))
-            res = _to_numpy(run(keys, batch, *extra.values()))
+            res = _to_numpy(_executable(run, (keys, batch, *extra.values()))(keys, batch, *extra.values()))
             outcome = ProbeOutcome(
                 name=name, target=spec.target, gated=spec.gated, elements=list(elements),
                 defect=np.asarray(res.defect, float), score=np.asarray(res.score, float),
@@ -277,6 +290,7 @@ def certify(
         outcomes.append(_with_unsupported(outcome, all_elements, unsupported))
         if on_probe is not None:
             on_probe(partial_report())
+    ahead.close()
     if progress is not None:
         progress("done", len(names), len(names), last)
     return partial_report()
@@ -319,14 +333,119 @@ def _compiled(model: Model, spec, cfg, extra_names: tuple[str, ...]):
     return _COMPILED[key][1]
 
 
-def _shared_trajectory(model: Model, batch, keys, cfg, shared: dict[str, Any]):
-    """One Langevin trajectory per element for the stat-mech probes (PROBES.md §5), and whether it was made now."""
+def _trajectory_program(model: Model, thermostat, n_steps: int):
+    """The jitted, vmapped Langevin trajectory (cached like the probes' programs)."""
+    key = (id(model), "trajectory", thermostat, n_steps)
+    if key not in _COMPILED:
+        _COMPILED[key] = (model, jax.jit(jax.vmap(
+            lambda k, s: dynamics.langevin_trajectory(model, s, k, thermostat, n_steps=n_steps))))
+    return _COMPILED[key][1]
 
+
+def _trajectory_settings(cfg, shared: dict[str, Any]):
     thermostat = getattr(cfg, "thermostat", dynamics.LangevinConfig())
-    n_steps = max(int(getattr(cfg, "n_steps", 1100)), shared.get("n_steps", 0))
+    return thermostat, max(int(getattr(cfg, "n_steps", 1100)), shared.get("n_steps", 0))
+
+
+def _shared_trajectory(model: Model, batch, keys, cfg, shared: dict[str, Any]):
+    """One Langevin trajectory per element for the stat-mech probes (docs/probes.md §5), and whether it was made now."""
+    thermostat, n_steps = _trajectory_settings(cfg, shared)
     if "traj" in shared and shared["thermostat"] == thermostat and shared["n_steps"] >= n_steps:
         return shared["traj"], False
-    run = jax.jit(jax.vmap(lambda k, s: dynamics.langevin_trajectory(model, s, k, thermostat, n_steps=n_steps)))
-    traj = run(keys, batch)
+    run = _trajectory_program(model, thermostat, n_steps)
+    traj = _executable(run, (keys, batch))(keys, batch)
     shared.update(traj=traj, thermostat=thermostat, n_steps=n_steps)
     return traj, True
+
+
+#: (program, input signature) -> compiled executable; filled by the compile-ahead threads and on demand.
+_EXECUTABLES: dict[Any, Any] = {}
+_EXECUTABLES_LOCK = threading.Lock()
+
+
+def _signature(args: tuple) -> tuple:
+    leaves, treedef = jax.tree_util.tree_flatten(args)
+    return treedef, tuple((tuple(x.shape), str(x.dtype)) for x in leaves)
+
+
+def _executable(run, args: tuple):
+    """The compiled executable of jitted ``run`` for the shapes and dtypes of ``args`` (compiled once)."""
+    key = (run, _signature(args))
+    with _EXECUTABLES_LOCK:
+        exe = _EXECUTABLES.get(key)
+    if exe is None:
+        exe = run.lower(*args).compile()
+        with _EXECUTABLES_LOCK:
+            if len(_EXECUTABLES) > 256:
+                _EXECUTABLES.clear()
+            exe = _EXECUTABLES.setdefault(key, exe)
+    return exe
+
+
+class _Ahead:
+    """Futures of the programs compiled ahead of their probe's turn (:func:`_compile_ahead`)."""
+
+    def __init__(self, pool: concurrent.futures.ThreadPoolExecutor | None):
+        self.pool = pool
+        self.futures: dict[str, concurrent.futures.Future] = {}
+
+    def wait(self, name: str) -> None:
+        fut = self.futures.pop(name, None)
+        if fut is not None:
+            fut.exception()  # a failure ahead is raised again, the same way, by the on-demand path
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def compile_workers_default() -> int:
+    """``$JAXCERT_COMPILE_WORKERS`` if set, else the CPU count capped at 4."""
+    env = os.environ.get("JAXCERT_COMPILE_WORKERS")
+    if env is not None:
+        return inputs.integer("JAXCERT_COMPILE_WORKERS", env, minimum=0)
+    return min(4, os.cpu_count() or 1)
+
+
+def _compile_ahead(model: Model, names: list[str], configs: dict[str, Any], batch_for, elements, seed: int,
+                   share_trajectory: bool, workers: int | None) -> _Ahead:
+    """Trace and compile every probe program of this run in worker threads, in run order.
+
+    Inputs are built here (in the calling thread); each task lowers the probe's vmapped program on
+    them, or on the abstract shapes of the shared trajectory, and compiles it into
+    :data:`_EXECUTABLES`. The run itself stays sequential and looks the executables up by signature,
+    so a prediction that does not match (a later probe asking for a longer trajectory) only means
+    that program compiles on demand.
+    """
+    workers = compile_workers_default() if workers is None else inputs.integer("compile_workers", workers,
+                                                                              minimum=0)
+    if workers == 0 or not names:
+        return _Ahead(None)
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="jaxcert-compile")
+    ahead = _Ahead(pool)
+    shared: dict[str, Any] = {}
+    traj_shape = None
+    for name in names:
+        spec = PROBES[name]
+        cfg = configs.get(name, spec.config())
+        try:
+            batch = batch_for(spec.substrate)
+        except Exception:  # noqa: BLE001 - the run reports it when the probe's turn comes
+            continue
+        statmech = name in STATMECH and share_trajectory
+        keys = jax.random.split(probe_key(seed, "trajectory" if statmech else name), len(elements))
+        if statmech:
+            if traj_shape is None:
+                thermostat, n_steps = _trajectory_settings(cfg, shared)
+                shared.update(thermostat=thermostat, n_steps=n_steps)
+                traj_run = _trajectory_program(model, thermostat, n_steps)
+                ahead.futures["trajectory"] = pool.submit(_executable, traj_run, (keys, batch))
+                traj_shape = pool.submit(jax.eval_shape, traj_run, keys, batch)
+            run = _compiled(model, spec, cfg, ("trajectory",))
+            ahead.futures[name] = pool.submit(
+                lambda run=run, keys=keys, batch=batch, shape=traj_shape: _executable(run, (keys, batch,
+                                                                                            shape.result())))
+        else:
+            run = _compiled(model, spec, cfg, ())
+            ahead.futures[name] = pool.submit(_executable, run, (keys, batch))
+    return ahead

@@ -14,7 +14,7 @@ def test_contour_short_run():
     model = jaxcert.models.get("sw")
     a = bulk("Si", cubic=True)
     a.rattle(0.05, seed=1)
-    r = contour(model, a, seed=42, beta=0.1, cfg=CFG)
+    r = contour(model, a, seed=42, beta=0.1, config=CFG)
     rows = r["rows"]
     assert [x["step"] for x in rows] == list(range(CFG.n_steps + 1))
     assert r["pre_relaxation"]["converged"] and r["post_relaxation"]["converged"]
@@ -24,7 +24,7 @@ def test_contour_short_run():
     assert max(x["step_size"] for x in rows) <= CFG.maxstep * (1 + 1e-9)
     assert r["summary"]["max_abs_energy_deviation_mev_per_atom"] < 0.1  # stays on the contour
     assert r["endpoint"]["max_displacement"] == pytest.approx(rows[-1]["max_displacement"], rel=1e-9)
-    again = contour(model, a, seed=42, beta=0.1, cfg=CFG)
+    again = contour(model, a, seed=42, beta=0.1, config=CFG)
     np.testing.assert_array_equal([x["energy"] for x in rows], [x["energy"] for x in again["rows"]])
-    other = contour(model, a, seed=43, beta=0.1, cfg=CFG)
+    other = contour(model, a, seed=43, beta=0.1, config=CFG)
     assert other["rows"][-1]["mean_displacement"] != rows[-1]["mean_displacement"]

@@ -23,7 +23,7 @@ def grid():
         a = bulk("Si", cubic=True)
         a.rattle(0.05, seed=seed)
         structures.append(jaxcert.Structure.from_ase(a))
-    return model, structures, A.run_grid(model, structures, EPS, SEEDS, attacks=SPEC, cfg=CFG)
+    return model, structures, A.run_grid(model, structures, EPS, SEEDS, attacks=SPEC, config=CFG)
 
 
 def test_vmapped_grid_equals_the_loop(grid):
@@ -87,7 +87,7 @@ def test_float32_agrees_with_float64_to_round_off(grid):
     random start (drawn in float32 for both), and agreement to float32 round-off (docs/attacks.md §3)."""
     model, structures, g64 = grid
     s32 = [jaxcert.Structure.from_ase(s.to_ase(), dtype=jnp.float32) for s in structures]
-    g32 = A.run_grid(model, s32, EPS, SEEDS, attacks=SPEC, cfg=CFG)
+    g32 = A.run_grid(model, s32, EPS, SEEDS, attacks=SPEC, config=CFG)
     assert g32.runs.final.energy.dtype == jnp.float32 and g32.runs.final.structure.positions.dtype == jnp.float32
     agr = metrics.grid_agreement(g32, g64)["summary"]
     assert agr["min_sign_agreement"] == 1.0

@@ -25,7 +25,7 @@ from jaxcert.attacks import AttackSpec, PipelineConfig, crystals, metrics
 from jaxcert.attacks.sweep import ARRAY_FIELDS, Store, SweepProgress, _config_hash, sweep, task_key, text_progress
 
 CFG = PipelineConfig(max_steps=60)
-KW = dict(epsilons=[0.02], seeds=[42], attacks=[AttackSpec("fgsm", 1)], cfg=CFG, chunk=1)
+KW = dict(epsilons=[0.02], seeds=[42], attacks=[AttackSpec("fgsm", 1)], config=CFG, chunk=1)
 
 
 def _structures(n=2):
@@ -225,7 +225,7 @@ def test_kill_9_loses_nothing_finished_and_never_duplicates(tmp_path):
                 print("CHUNK1", flush=True)
                 time.sleep(120)  # stands for the second chunk's computation
         sweep(jaxcert.models.get("sw"), structures, epsilons=[0.02], seeds=[42], attacks=[AttackSpec("fgsm", 1)],
-              cfg=PipelineConfig(max_steps=60), chunk=1, store=Store({path!r}), progress=progress)
+              config=PipelineConfig(max_steps=60), chunk=1, store=Store({path!r}), progress=progress)
     """)
     root = os.path.dirname(os.path.dirname(jaxcert.__file__))
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
