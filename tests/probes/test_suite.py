@@ -114,7 +114,7 @@ def test_aggregation_methods_and_bad_names():
 
 
 def test_shared_trajectory_is_charged_to_its_first_consumer():
-    """PROBES.md §5: the probe that asks first pays relaxation + warm-up + MD; the next reads it for free."""
+    """docs/probes.md §5: the probe that asks first pays relaxation + warm-up + MD; the next reads it for free."""
     from jaxcert.dynamics import LangevinConfig
     from jaxcert.probes import ConfigTemperatureConfig, VirialConfig
 
@@ -128,3 +128,30 @@ def test_shared_trajectory_is_charged_to_its_first_consumer():
     assert ct["per_element"]["Si"]["details"]["trajectory"]["md_evals"] == md
     assert ct["n_evals"] == md + 4 * (40 // 2)  # + one exact jvp per Hutchinson vector and frame
     assert vir["n_evals"] == 0
+
+
+def test_compiling_ahead_changes_nothing(lj):
+    """Programs compiled ahead in worker threads give the sequential run's report, bit for bit.
+
+    The shared trajectory is predicted from config_temperature's settings and then lengthened by virial,
+    so virial's predicted program does not match and compiles on demand: both paths are covered.
+    """
+    from jaxcert.dynamics import LangevinConfig
+    from jaxcert.probes import ConfigTemperatureConfig, VirialConfig
+
+    th = LangevinConfig(warmup_steps=10, relax=False)
+    configs = {"config_temperature": ConfigTemperatureConfig(n_steps=40, sample_every=2, n_blocks=4, thermostat=th),
+               "virial": VirialConfig(n_steps=60, n_blocks=4, thermostat=th)}
+    probes = "equivariance,conservativeness,config_temperature,virial"
+    runs = [jaxcert.certify(lj, ["Si", "Cu"], probes=probes, configs=configs, seed=3, dtype=jnp.float64,
+                            compile_workers=w) for w in (0, 2)]
+    for a, b in zip(*(r.outcomes for r in runs), strict=True):
+        assert a.name == b.name and a.status == b.status
+        np.testing.assert_array_equal(a.defect, b.defect)
+        np.testing.assert_array_equal(a.n_evals, b.n_evals)
+    assert runs[1].probe("virial")["n_evals"] > 0  # the longer trajectory was made for virial, and charged to it
+
+
+def test_compile_workers_is_validated(lj):
+    with pytest.raises(jaxcert.inputs.InputError, match="compile_workers"):
+        jaxcert.certify(lj, ["Si"], probes="equivariance", compile_workers=-1)
