@@ -18,16 +18,16 @@ method                     quantity                                    shape
 ``offsets)``               atom j moved by s û
 =========================  ==========================================  ======================
 
-Strain convention (PROBES.md §1.2): γ ↦ ε = [[γ₁, γ₆/2, γ₅/2], [γ₆/2, γ₂, γ₄/2],
+Strain convention (docs/probes.md §1.2): γ ↦ ε = [[γ₁, γ₆/2, γ₅/2], [γ₆/2, γ₂, γ₄/2],
 [γ₅/2, γ₄/2, γ₃]], 𝔽 = I + ε, cell h' = h𝔽ᵀ, positions r' = 𝔽r, so that
 ∂E/∂γ_m = Vσ_m for all six components.
 
-As PROBES.md §1.4 requires, Jacobians are taken of the *force output* (a direct
+As docs/probes.md §1.4 requires, Jacobians are taken of the *force output* (a direct
 force head is differentiated as it is) and of the *stress output*; the energy is
 differentiated only for the energy-vs-force and energy-vs-stress comparisons.
 
 The finite-difference engine uses central differences of order 2 or 4 with the
-dtype-aware step of PROBES.md §1.5: ``fd_step = max(1e-3, (10 ε_mach)^{1/(o+a)})``
+dtype-aware step of docs/probes.md §1.5: ``fd_step = max(1e-3, (10 ε_mach)^{1/(o+a)})``
 (exactly 1e-3 Å in float64).  A directional derivative along v takes a physical
 step of exactly ``step`` Å along v/‖v‖ and rescales by ‖v‖.
 """
@@ -58,13 +58,13 @@ FD_NOISE_AMPLIFICATION = 10.0
 
 
 def fd_step(order: int, accuracy: int, dtype: Any = jnp.float64, scale: float = 1.0) -> float:
-    """Precision-aware FD step (PROBES.md §1.5): max(1e-3·scale, scale·(10 ε_mach)^(1/(order+accuracy)))."""
+    """Precision-aware FD step (docs/probes.md §1.5): max(1e-3·scale, scale·(10 ε_mach)^(1/(order+accuracy)))."""
     eps = float(np.finfo(np.dtype(dtype)).eps)
     return max(FD_MIN_STEP * scale, scale * (FD_NOISE_AMPLIFICATION * eps) ** (1.0 / (order + accuracy)))
 
 
 def voigt_strain(gamma: jax.Array) -> jax.Array:
-    """Engineering Voigt strain (6,) → symmetric strain tensor (3, 3) (PROBES.md §1.2)."""
+    """Engineering Voigt strain (6,) → symmetric strain tensor (3, 3) (docs/probes.md §1.2)."""
     g1, g2, g3, g4, g5, g6 = (gamma[k] for k in range(6))
     return jnp.stack([
         jnp.stack([g1, g6 / 2, g5 / 2]),

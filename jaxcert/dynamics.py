@@ -7,7 +7,7 @@ amu, K, with time steps given in fs (``timestep_fs``) and converted with
 ½ Σ m v² in eV.  Padding atoms (``mask == False``) get zero velocity and noise and
 never move.
 
-Integrators (PROBES.md §4.10 and §5):
+Integrators (docs/probes.md §4.10 and §5):
 
 * :func:`velocity_verlet` — ASE's ``VelocityVerlet``:
   p += ½dt F; r += dt p/m; F ← F(r); p += ½dt F.  Time-reversible for any
@@ -33,7 +33,7 @@ Integrators (PROBES.md §4.10 and §5):
     rescaled by √(N/(N−1)) as in ASE 3.29's ``Langevin(fixcm=True)``;
   - ``"none"``: plain Langevin.
 
-The shared trajectory (PROBES.md §5), :func:`langevin_trajectory`:
+The shared trajectory (docs/probes.md §5), :func:`langevin_trajectory`:
 
 1. relax the substrate with :func:`jaxcert.relax.bfgs` (fmax 1e-3 eV/Å, 300 steps);
    the relaxed structure is the reference R^eq of virial and equipartition;
@@ -122,7 +122,7 @@ def center_of_mass(s: Structure, positions: jax.Array | None = None) -> jax.Arra
 
 
 def maxwell_boltzmann(key: jax.Array, s: Structure, temperature_k: float | jax.Array = 30.0) -> jax.Array:
-    r"""Seeded velocities (n, 3) in Å/ASE-time, PROBES.md §4.10.
+    r"""Seeded velocities (n, 3) in Å/ASE-time, docs/probes.md §4.10.
 
     p = z √(m k_B T) with z ~ N(0, 1)^{N×3}; p ← p − mean_i p_i (zero total momentum);
     v = p/m.  No rescaling to exactly T and no angular-momentum removal (as pescert).
@@ -207,7 +207,7 @@ def velocity_verlet(model: Model, s: Structure, velocities: jax.Array, timestep_
 # ----------------------------------------------------------------------------- Langevin
 @dataclasses.dataclass(frozen=True)
 class LangevinConfig:
-    """Thermostat of the shared trajectory (PROBES.md §5; the reference's frozen ``Thermostat`` key).
+    """Thermostat of the shared trajectory (docs/probes.md §5; the reference's frozen ``Thermostat`` key).
 
     Attributes:
       temperature_k: set-point in K (30).
@@ -315,7 +315,7 @@ def langevin_step(s: Structure, force_fn, config: LangevinConfig, state: _LState
 # ----------------------------------------------------------------------------- trajectory
 @dataclasses.dataclass(frozen=True)
 class Trajectory:
-    """The shared Langevin trajectory (pytree; PROBES.md §5).
+    """The shared Langevin trajectory (pytree; docs/probes.md §5).
 
     Attributes:
       reference: the relaxed structure R^eq (Structure).
@@ -371,7 +371,7 @@ def _run(s: Structure, force_fn, config: LangevinConfig, state: _LState, nkey: j
 
 def langevin_trajectory(model: Model, s: Structure, key: jax.Array, config: LangevinConfig = LangevinConfig(),
                         n_steps: int = 1100) -> Trajectory:
-    """Relax, thermalise and record the shared trajectory of PROBES.md §5 (see the module docstring).
+    """Relax, thermalise and record the shared trajectory of docs/probes.md §5 (see the module docstring).
 
     Args:
       model: the potential.
@@ -439,7 +439,7 @@ def extend(model: Model, traj: Trajectory, n_steps: int) -> Trajectory:
 def frame_indices(warmup_steps: int, n_steps: int, sample_every: int) -> np.ndarray:
     """Static indices into the stored steps: steps s ≤ warmup + n_steps with s mod sample_every = 0.
 
-    Their count is ⌊(warmup + n)/k⌋ − ⌊warmup/k⌋ (PROBES.md §5).
+    Their count is ⌊(warmup + n)/k⌋ − ⌊warmup/k⌋ (docs/probes.md §5).
     """
     if sample_every < 1 or n_steps < 1:
         raise ValueError(f"sample_every and n_steps must be >= 1, got {sample_every}, {n_steps}")

@@ -1,4 +1,4 @@
-"""Per-element reference data (PROBES.md §2.1 and §7.1).
+"""Per-element reference data (docs/probes.md §2.1 and §7.1).
 
 * :func:`reference_crystal` — ``ase.build.bulk(el)`` (ASE reference state,
   primitive cell, tabulated lattice constant) or ``None`` if ASE cannot build it.
@@ -19,7 +19,7 @@ __all__ = ["symbol", "number", "reference_crystal", "d_nn", "E_COH", "cohesive_e
 
 MAX_Z = 118
 
-#: Cohesive energies (eV/atom), PROBES.md §7.1.
+#: Cohesive energies (eV/atom), docs/probes.md §7.1.
 E_COH = {
     "Li": 1.63, "Be": 3.32, "B": 5.81, "C": 7.37, "N": 4.92, "O": 2.60, "F": 0.84, "Ne": 0.020,
     "Na": 1.113, "Mg": 1.51, "Al": 3.39, "Si": 4.63, "P": 3.43, "S": 2.85, "Cl": 1.40, "Ar": 0.080,
@@ -51,7 +51,7 @@ def number(el: int | str) -> int:
 
 
 def cohesive_energy(el: int | str) -> float:
-    """E_coh in eV/atom (PROBES.md §7.1 table, 3.0 eV otherwise)."""
+    """E_coh in eV/atom (docs/probes.md §7.1 table, 3.0 eV otherwise)."""
     return E_COH.get(symbol(el), E_COH_DEFAULT)
 
 

@@ -7,7 +7,7 @@ own honest ``converged`` flag and step count):
 * :func:`bfgs` — ASE's ``BFGS`` (dense inverse-free Hessian update, step
   ``V (Vᵀf / |ω|)`` from the eigen-decomposition, initial Hessian α·I with
   α = 70 eV/Å², longest atomic step capped at ``maxstep`` = 0.2 Å), the
-  optimiser the reference probes use (PROBES.md §1.6).  Dense: for the 13-atom
+  optimiser the reference probes use (docs/probes.md §1.6).  Dense: for the 13-atom
   substrates (39 DOF) the eigen-decomposition is negligible.
 * :func:`fire` — FIRE (Bitzek et al., PRL 97, 170201 (2006)) with ASE's
   defaults (dt 0.1, dtmax 1.0, Nmin 5, finc 1.1, fdec 0.5, α 0.1, fα 0.99,

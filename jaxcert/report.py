@@ -192,7 +192,7 @@ class Report:
 
     # ------------------------------------------------------------------ table
     def table(self, width: int = 110) -> str:
-        """Terminal table: Probe | Target | Defect | Score | Evals | Gate (PROBES.md §6.6), then one line per
+        """Terminal table: Probe | Target | Defect | Score | Evals | Gate (docs/probes.md §6.6), then one line per
         probe saying what it tests and what a failure means (``jaxcert/explain.py``), wrapped at ``width``.
 
         The defect reads "defect ± stderr" for a probe that reports a standard error.

@@ -1,7 +1,7 @@
-r"""Deterministic per-element substrates (PROBES.md §2) and the λ-benchmark structures (seed 002).
+r"""Deterministic per-element substrates (docs/probes.md §2) and the λ-benchmark structures (seed 002).
 
 Four substrate kinds, each built from an element symbol alone, exactly as the
-pescert reference builds them (PROBES.md §2.2–§2.6):
+pescert reference builds them (docs/probes.md §2.2–§2.6):
 
 * ``cluster`` (§2.2) — the 13 sites nearest the centre of the element's ASE
   reference crystal (diamond fallback at the covalent diameter), rattled by a
@@ -20,7 +20,7 @@ same-named builders without the suffix return a :class:`jaxcert.Structure`.
 :func:`stacked` builds one substrate kind for many elements as a single
 batched Structure (one shape per kind, padding masks where the primitive bulk
 cells differ in size), so a probe runs for all elements as one vmapped program
-(DESIGN.md, "Batching").  :func:`closest_pair` / :func:`bonds` give the default
+(docs/architecture.md, "Batching").  :func:`closest_pair` / :func:`bonds` give the default
 bond of conservativeness and smoothness (§2.6).
 
 :func:`lambda_structures` gives the ten structures of the λ = ‖J_anti‖/‖J‖
@@ -99,7 +99,7 @@ def _to_structure(atoms: Any, dtype: Any) -> Structure:
 
 # ----------------------------------------------------------------------------- cluster (§2.2)
 def cluster_atoms(el: str | int, n_atoms: int = 13, scale: float = 1.0) -> Any:
-    """The ``n_atoms``-site cluster cut from the reference crystal, PROBES.md §2.2.
+    """The ``n_atoms``-site cluster cut from the reference crystal, docs/probes.md §2.2.
 
     Steps (all deterministic):
 
@@ -148,7 +148,7 @@ def cluster_atoms(el: str | int, n_atoms: int = 13, scale: float = 1.0) -> Any:
 
 # ----------------------------------------------------------------------------- trimer (§2.3)
 def trimer_atoms(el: str | int, scale: float = 1.0) -> Any:
-    """Symmetric A–B–C trimer of one species, PROBES.md §2.3.
+    """Symmetric A–B–C trimer of one species, docs/probes.md §2.3.
 
     Edge d = d_nn(el, scale) (reference-crystal NN, covalent fallback), equilateral;
     apex height h = √max(d² − (d/2)², 1e-6).  Before centring A = (−d/2, 0, 0) (index 0),
@@ -176,7 +176,7 @@ def trimer_atoms(el: str | int, scale: float = 1.0) -> Any:
 
 # ----------------------------------------------------------------------------- bulk (§2.4)
 def bulk_atoms(el: str | int, repeat: int = 1, scale: float = 1.0) -> Any:
-    """Periodic bulk for stress_consistency, PROBES.md §2.4.
+    """Periodic bulk for stress_consistency, docs/probes.md §2.4.
 
     ``ase.build.bulk(el)``: the primitive reference cell (1 or 2 atoms), **unscaled**
     (``scale`` is ignored on this path) and not rattled, pbc True.  When ASE cannot build
@@ -200,7 +200,7 @@ def bulk_atoms(el: str | int, repeat: int = 1, scale: float = 1.0) -> Any:
 
 # ----------------------------------------------------------------------------- p2mm (§2.5)
 def pmm2_atoms(el: str | int, scale: float = 1.0) -> Any:
-    """The 4-atom Pmm2 (No. 25, point group mm2) crystal, PROBES.md §2.5.
+    """The 4-atom Pmm2 (No. 25, point group mm2) crystal, docs/probes.md §2.5.
 
     The template (cell diag(4.32890106, 4.46763875, 7.40896034) Å, atoms on Wyckoff
     1a, 1d, 1c, 1d) is rescaled by one uniform factor s = d_nn(el, scale) / d_tmpl, with
@@ -258,7 +258,7 @@ def _canonical_kind(kind: str) -> str:
 
 # ----------------------------------------------------------------------------- bonds (§2.6)
 def closest_pair(atoms_or_structure: Any) -> tuple[int, int]:
-    """Default bond (i, j) of conservativeness and smoothness, PROBES.md §2.6.
+    """Default bond (i, j) of conservativeness and smoothness, docs/probes.md §2.6.
 
     The first pair (i < j) in lexicographic double-loop order with the strictly smallest
     plain (non-minimum-image) distance ``‖r_i − r_j‖``.  The second index j is the atom
@@ -306,7 +306,7 @@ def _is_element(spec: Any) -> bool:
 
 
 def make_substrate(spec: Any, kind: str) -> Any:
-    """Resolve a substrate spec for a probe's kind, PROBES.md §2.6; returns ``ase.Atoms``.
+    """Resolve a substrate spec for a probe's kind, docs/probes.md §2.6; returns ``ase.Atoms``.
 
     * an ``ase.Atoms`` is returned as it is (not copied);
     * a one-element list or tuple is unwrapped (``["Si"]`` is Si); a longer one raises

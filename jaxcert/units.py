@@ -1,4 +1,4 @@
-"""Units (ASE, CODATA-2014 default): eV, Å, amu, fs, K (PROBES.md §1.1)."""
+"""Units (ASE, CODATA-2014 default): eV, Å, amu, fs, K (docs/probes.md §1.1)."""
 
 #: Boltzmann constant in eV/K.
 KB_EV_PER_K = 8.617330337217213e-5

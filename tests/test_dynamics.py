@@ -1,6 +1,6 @@
 """Integrators and the shared trajectory (jaxcert.dynamics): ASE agreement, reversibility, statistics, FixCom.
 
-Also hosts the PROBES.md §8 fixtures used by the stat-mech probe tests (cluster13,
+Also hosts the docs/probes.md §8 fixtures used by the stat-mech probe tests (cluster13,
 AnchoredHarmonic, clean LJ, curl wrapper).
 """
 
@@ -18,7 +18,7 @@ from jaxcert.models.lj import lennard_jones
 from jaxcert.units import FS, KB_EV_PER_K
 
 
-# ----------------------------------------------------------------------------- fixtures (PROBES.md §8)
+# ----------------------------------------------------------------------------- fixtures (docs/probes.md §8)
 def cluster13_atoms():
     """§8.3 cluster13: Icosahedron("Ar", 2) rescaled so the closest pair is 2^{1/6}, 8 Å vacuum, no rattle."""
     a = Icosahedron("Ar", noshells=2)

@@ -1,4 +1,4 @@
-"""Substrate builders (PROBES.md §2) and the seed-002 λ structures (jaxcert.substrates)."""
+"""Substrate builders (docs/probes.md §2) and the seed-002 λ structures (jaxcert.substrates)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from jaxcert.elements import d_nn, reference_crystal
 
 ELEMENTS_11 = ["Li", "Be", "B", "C", "Na", "Mg", "Al", "Si", "P", "S", "Cu"]
 
-# PROBES.md §2.2: emulated Ar cluster (numpy imitation of the ASE operations), box and coordinates in Å.
+# docs/probes.md §2.2: emulated Ar cluster (numpy imitation of the ASE operations), box and coordinates in Å.
 AR_BOX = (21.4710844834, 21.4260961832, 21.3778572259)
 AR_CLUSTER = np.array(
     [

@@ -3,7 +3,7 @@ r"""ASE calculators in and out: any ``ase.calculators.Calculator`` as a jaxcert 
 :func:`from_ase_calculator` evaluates energy, forces and (for periodic input)
 stress through the calculator; the cell gradient follows from the stress by
 :func:`~jaxcert_bridges.backend.cell_gradient`, and H·t is a central difference
-of gradients with the dtype-aware step (PROBES.md §1.5): second derivatives are
+of gradients with the dtype-aware step (docs/probes.md §1.5): second derivatives are
 finite-difference accurate, O(δ²), not exact.
 
 :func:`to_ase_calculator` turns any :class:`jaxcert.Model` (native or bridged)
@@ -81,7 +81,7 @@ def from_ase_calculator(calc: Any, precision: str | None = None, name: str | Non
     Energy (eV), forces = −∂E/∂R (the calculator's forces, eV/Å) and stress
     (eV/Å³, from the calculator's stress through the cell gradient) go through
     ``jax.pure_callback``; J·v = −H·v by central differences of forces with step
-    δ (default: dtype-aware, 1e-3 Å in float64 and float32, PROBES.md §1.5).
+    δ (default: dtype-aware, 1e-3 Å in float64 and float32, docs/probes.md §1.5).
     ``backend.counts`` (``model_backend(model)``) tallies the evaluations.
 
     Args:

@@ -101,7 +101,7 @@ def boxed(s: System, margin: float) -> System:
 
 
 def fd_hvp_step(dtype: Any) -> float:
-    """Central-difference step (Å) for H·t from gradients: PROBES.md §1.5's rule for a first derivative."""
+    """Central-difference step (Å) for H·t from gradients: docs/probes.md §1.5's rule for a first derivative."""
     from jaxcert.derivatives import fd_step
 
     return fd_step(1, 2, dtype)

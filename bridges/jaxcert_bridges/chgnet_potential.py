@@ -9,7 +9,7 @@ model then runs ``_compute`` without its own force/stress heads; the
 composition (AtomRef) energy depends on composition only and is added as a
 constant.  E = (e_graph + e_comp) · n for the intensive model (eV).
 
-float64 (ENVIRONMENT.md): a deep copy with ``.double()``; the graph tensors we
+float64 (docs/install.md): a deep copy with ``.double()``; the graph tensors we
 build carry float64 positions and lattice (so nothing is rounded to float32
 on the way, which is what ``TORCH_DTYPE`` would otherwise do); the composition
 model stays float32 (a constant per composition).  The installed package is not

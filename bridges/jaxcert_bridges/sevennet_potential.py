@@ -11,7 +11,7 @@ Batching: several geometries are evaluated in one call as the disjoint union of
 their graphs (node-wise network, no cross edges); per-geometry energies are the
 segment sums of SevenNet's atomic energies.
 
-float64 (ENVIRONMENT.md): a deep copy with ``.double()``; SevenNet's one-hot
+float64 (docs/install.md): a deep copy with ``.double()``; SevenNet's one-hot
 embedding produces float32 features, so floating tensors in the graph are cast
 to the model dtype between modules (exact: one-hot values and integer shifts).
 The installed package is not modified.

@@ -11,7 +11,7 @@ __all__ = ["get", "available", "register", "describe"]
 
 # name -> ("module:factory", one-line description)
 _REGISTRY: dict[str, tuple[str, str]] = {
-    "lj": ("jaxcert.models.lj:lennard_jones", "per-element reference Lennard-Jones (PROBES.md §7), any element"),
+    "lj": ("jaxcert.models.lj:lennard_jones", "per-element reference Lennard-Jones (docs/probes.md §7), any element"),
     "emt": ("jaxcert.models.emt:emt", "pure-JAX port of ASE's EMT (Al Cu Ag Au Ni Pd Pt, H C N O); matches ASE"),
     "morse": ("jaxcert.models.morse:morse", "Morse pair potential, ASE form, smooth quintic cutoff"),
     "sw": ("jaxcert.models.stillinger_weber:stillinger_weber", "Stillinger-Weber Si (PRB 31, 5262 (1985))"),

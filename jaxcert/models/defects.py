@@ -24,13 +24,13 @@ adds one defect.  Conventions shared by all of them:
 * **Names** read ``"<inner>+<defect>(<knob>)"``, e.g. ``"lj+curl(0.3)"``.
 
 :data:`expected_probes` maps each defect to ``(must_trip, must_not_trip)``
-probe names (PROBES.md §4, plus ``"lambda"``, the ‖J_anti‖/‖J‖ benchmark of
+probe names (docs/probes.md §4, plus ``"lambda"``, the ‖J_anti‖/‖J‖ benchmark of
 seed 002).  Their meaning:
 
 * **must_trip**: the identity the probe certifies is violated at first order in
   the knob on the probe's default substrate, so the probe's defect rises from
   the clean floor in proportion to the strength.  The defaults are sized so that
-  the probe fires on the reference LJ of Si (PROBES.md §7; weakly bound
+  the probe fires on the reference LJ of Si (docs/probes.md §7; weakly bound
   elements such as Ar fire more), except betti for curl and nonintegrable,
   whose small antisymmetric Jacobian entries need a larger strength.  A probe
   that samples a few Jacobian or strain entries (betti, cross_maxwell) sees the
@@ -42,7 +42,7 @@ seed 002).  Their meaning:
 * a probe in **neither** list depends on geometry, element, engine (exact
   autodiff vs finite differences) or relaxer; each docstring says why.
 
-The defects (PROBES.md §8.2 names in brackets):
+The defects (docs/probes.md §8.2 names in brackets):
 
 =================  =======================================================  ====================
 name               term                                                     broken identity
@@ -83,7 +83,7 @@ __all__ = [
     "parity_stress", "ripple", "kinked", "noise", "with_knobs", "DEFECTS", "PROBE_NAMES", "expected_probes",
 ]
 
-#: Probe names of PROBES.md §4 plus the λ = ‖J_anti‖/‖J‖ conservativeness benchmark.
+#: Probe names of docs/probes.md §4 plus the λ = ‖J_anti‖/‖J‖ conservativeness benchmark.
 PROBE_NAMES: tuple[str, ...] = (
     "equivariance", "parity", "representation", "zero_modes", "trimer", "conservativeness", "betti",
     "stress_consistency", "cross_maxwell", "reversibility", "config_temperature", "virial", "equipartition",
@@ -268,7 +268,7 @@ def with_knobs(model: Model, **knobs: Any) -> Model:
 
 
 def curl(model: Model, strength: float = 0.3, axis: Any = (0.0, 0.0, 1.0)) -> Model:
-    r"""Non-conservative curl force head [PROBES.md §8.2 NonConservative].
+    r"""Non-conservative curl force head [docs/probes.md §8.2 NonConservative].
 
     .. math::  F_i \mathrel{+}= s\,\hat n \times (R_i - \bar R), \qquad \bar R = \tfrac1N \textstyle\sum_i R_i
 
@@ -295,7 +295,7 @@ def curl(model: Model, strength: float = 0.3, axis: Any = (0.0, 0.0, 1.0)) -> Mo
     reversible).  Neither: conservativeness (the collinear scan sees
     s n̂·((R_j − R̄) × û): 0.47 eV/Å on the production Si cluster at the default
     strength, but zero when the bond points through the centroid, as on the
-    icosahedral fixture of PROBES.md §8.4), smoothness (adds a constant to the
+    icosahedral fixture of docs/probes.md §8.4), smoothness (adds a constant to the
     scanned force, which may add a zero crossing).
     """
     a = jnp.asarray(axis, dtype=float)
@@ -449,7 +449,7 @@ def _bits_hash(x: jax.Array) -> jax.Array:
 
 
 def orientation(model: Model, strength: float = 0.2, axis: Any = (1.0, 1.0, 1.0)) -> Model:
-    r"""One-body orientation/position term [PROBES.md §8.2 SymmetryBreaking].
+    r"""One-body orientation/position term [docs/probes.md §8.2 SymmetryBreaking].
 
     .. math::  E \mathrel{+}= c \sum_i (R_i\cdot\hat n)^2, \qquad F_i \mathrel{-}= 2c\,(R_i\cdot\hat n)\,\hat n
 
@@ -514,7 +514,7 @@ def chirality(model: Model, strength: float = 10.0, cutoff: float | None = None)
     in the shear that the mirrors forbid.  Any three points are coplanar, so the
     term vanishes identically for one, two or three atoms.
 
-    On the Pmm2 substrate (PROBES.md §2.5) every site has symmetry mm2: the term
+    On the Pmm2 substrate (docs/probes.md §2.5) every site has symmetry mm2: the term
     and its forces vanish, the C₂z-odd shears σ_xz, σ_yz and the diagonal
     stresses are unchanged, and only σ_xy (even under C₂z, odd under the
     mirrors) moves: a model that is SE(3)- but not E(3)-invariant.
@@ -713,12 +713,12 @@ def ripple(model: Model, amplitude: float = 0.01, wavelength: float = 0.1, cutof
 
 
 def kinked(model: Model, strength: float = 1.0, d0: float | None = None, width: float = 0.1) -> Model:
-    r"""Pair kink: the force has a step of 2A at r = d₀ [PROBES.md §8.2 Kinked].
+    r"""Pair kink: the force has a step of 2A at r = d₀ [docs/probes.md §8.2 Kinked].
 
     .. math::  E \mathrel{+}= A \sum_{i<j} \Big(|r_{ij} - d_0| - \sqrt{(r_{ij} - d_0)^2 + \delta^2}\Big)\, f_c(r_{ij}),
                \qquad F \text{ jumps by } 2A \text{ along the bond at } r = d_0.
 
-    The non-smooth part is exactly PROBES.md's A Σ|r − d₀|; the smooth
+    The non-smooth part is exactly docs/probes.md's A Σ|r − d₀|; the smooth
     counter-term −A√((r − d₀)² + δ²) cancels its linear growth away from d₀,
     so the defect is a V-shaped notch of depth Aδ and width ~δ (δ = ``width``)
     instead of a long-range linear pull on every pair that would swamp the
@@ -739,7 +739,7 @@ def kinked(model: Model, strength: float = 1.0, d0: float | None = None, width: 
     conservativeness, betti and lambda (exact derivatives are consistent
     everywhere off the kink), stress_consistency.  Neither: zero_modes and
     cross_maxwell (a relaxation may stop on the kink, where the Hessian is
-    undefined), reversibility (claimed in PROBES.md §8.4, not asserted),
+    undefined), reversibility (claimed in docs/probes.md §8.4, not asserted),
     config_temperature (pointwise Hessians miss the 2Aδ(r − d₀) curvature, which
     matters only if pairs visit d₀), virial, equipartition.
     """
@@ -765,7 +765,7 @@ def kinked(model: Model, strength: float = 1.0, d0: float | None = None, width: 
 
 
 def bad_stress(model: Model, factor: float = 1.4) -> Model:
-    r"""Stress head scaled by a constant [PROBES.md §8.2 BadStress].
+    r"""Stress head scaled by a constant [docs/probes.md §8.2 BadStress].
 
     .. math::  \sigma \leftarrow f\,\sigma = (1 + \text{strength})\,\sigma
 
@@ -788,7 +788,7 @@ def bad_stress(model: Model, factor: float = 1.4) -> Model:
 
 
 def parity_stress(model: Model, strength: float = 0.02) -> Model:
-    r"""Parity-odd shear stress [PROBES.md §8.2 ParityBreakingStress].
+    r"""Parity-odd shear stress [docs/probes.md §8.2 ParityBreakingStress].
 
     .. math::  \sigma_{xy} = \sigma_{yx} \mathrel{+}= a \sum_i \sin(2\pi f_{i3}),\qquad f = R\,h^{-1},
 

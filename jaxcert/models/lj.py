@@ -1,4 +1,4 @@
-r"""The per-element reference Lennard-Jones potential (PROBES.md §7).
+r"""The per-element reference Lennard-Jones potential (docs/probes.md §7).
 
 ASE's ``LennardJones`` in smooth mode with parameters that depend only on the
 composition:
@@ -18,7 +18,7 @@ Z = 1..118.  Source: ASE ``ase.calculators.lj`` and the pescert reference suite.
 
 ``smooth=False`` gives ASE's non-smooth mode (u shifted by u(r_c), force jump at
 r_c), and ``sigma``/``epsilon``/``rc`` override the per-element rule (e.g. the
-σ = ε = 1, r_c = 8 ``clean_lj`` of PROBES.md §8.1).
+σ = ε = 1, r_c = 8 ``clean_lj`` of docs/probes.md §8.1).
 """
 
 from __future__ import annotations
@@ -111,5 +111,5 @@ def lennard_jones(
         params=(jnp.asarray(sig_t), jnp.asarray(eps_t)),
         name=name,
         cutoff=cutoff_of,
-        info=(("source", "ASE LennardJones (smooth); PROBES.md §7 per-element rule"), ("units", "eV, Å")),
+        info=(("source", "ASE LennardJones (smooth); docs/probes.md §7 per-element rule"), ("units", "eV, Å")),
     )

@@ -1,4 +1,4 @@
-r"""betti: Maxwell–Betti reciprocity of the force response (PROBES.md §4.7).
+r"""betti: Maxwell–Betti reciprocity of the force response (docs/probes.md §4.7).
 
 Identity tested: for a conservative force field F = −∇E the response matrix
 H = −∂F/∂R is symmetric (Schwarz), so pushing DOF α and reading DOF β gives the
@@ -18,7 +18,7 @@ Jacobian by two jvps per pair (``n_evals`` = 2 per pair), so a clean model
 reaches the round-off floor instead of the FD truncation floor (≈1e-6 relative
 at δ = 1e-3 Å).  ``derivatives=FiniteDifference()`` reproduces the reference's
 ±δ pushes (δ = fd_step(1, 2): 1e-3 Å in float64; 4 calls per pair).  Models
-with a direct force head are tested for what they are (PROBES.md §1.4).
+with a direct force head are tested for what they are (docs/probes.md §1.4).
 
 Budget (``max_evals``): while cost(n_pairs) > max_evals and n_pairs > 2,
 n_pairs −= 1, with cost = (evaluations per jvp) × 2 × n_pairs.
@@ -43,7 +43,7 @@ __all__ = ["BettiConfig", "betti", "draw_pairs"]
 
 @dataclasses.dataclass(frozen=True)
 class BettiConfig:
-    """Defaults: seed 000 / pescert (PROBES.md §4.7).
+    """Defaults: seed 000 / pescert (docs/probes.md §4.7).
 
     Attributes:
       n_pairs: number of random DOF pairs (12).

@@ -1,4 +1,4 @@
-r"""config_temperature — configurational vs kinetic temperature (PROBES.md §4.11).
+r"""config_temperature — configurational vs kinetic temperature (docs/probes.md §4.11).
 
 In the canonical ensemble of a conservative force field F = −∇U, integration by
 parts gives the configurational temperature (Rugh; Butler et al. 1998)
@@ -17,7 +17,7 @@ forces and the exact Hutchinson trace t = ¼ Σ_z zᵀHz over 4 Rademacher vecto
 finite-difference engine).  T_conf = ⟨F²⟩/(k_B⟨t⟩) (NaN if ⟨t⟩ ≤ 0),
 ρ = T_conf/⟨T_kin⟩, defect |ρ − 1|, score exp(−|ρ − 1|/1), no gate, target 1.
 
-Kinetic DOF (PROBES.md §11.4): ``kinetic_dof="auto"`` (default) uses 3N − 3 when
+Kinetic DOF (docs/probes.md §11.4): ``kinetic_dof="auto"`` (default) uses 3N − 3 when
 the thermostat holds the COM momentum at zero (FixCom, as pescert's newest code) and
 3N otherwise; ``"3N"`` is the paper's convention (2.6 % lower ratio at N = 13),
 ``"3N-3"`` forces the other.  3N − 3 is the physically right count under FixCom:
@@ -73,7 +73,7 @@ HUTCHINSON_STREAM = 12345
 
 @dataclasses.dataclass(frozen=True)
 class ConfigTemperatureConfig:
-    """Defaults of PROBES.md §4.11 and §5.
+    """Defaults of docs/probes.md §4.11 and §5.
 
     Attributes:
       n_steps: stored trajectory steps read (1100).

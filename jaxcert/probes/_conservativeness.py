@@ -1,4 +1,4 @@
-r"""conservativeness: the force output is −dE/ds along a bond (PROBES.md §4.6).
+r"""conservativeness: the force output is −dE/ds along a bond (docs/probes.md §4.6).
 
 Identity tested: for the bond (i, j) with unit vector û = (R_j − R_i)/‖R_j − R_i‖
 and atom j displaced by s û,
@@ -29,7 +29,7 @@ h_min = fd_step(1, 4) (1.17e-3 Å in float64, 6.54e-2 Å in float32; an explicit
 ``FiniteDifference(step_size=...)`` overrides h_min): M = max(9, odd int(2ρ/h_min) + 1),
 and ``round_off_limited`` = (2ρ/(M − 1) < h_min), True in float32.
 
-Blind spot (PROBES.md §8.4): a 1-D scan cannot see a transverse curl.
+Blind spot (docs/probes.md §8.4): a 1-D scan cannot see a transverse curl.
 
 Budget (``max_evals``): while M > max_evals and M > 5, M −= 2 (pescert's rule;
 ``budget_limited`` reports it).  ``n_evals``: the exact path evaluates E, its jvp
@@ -67,7 +67,7 @@ __all__ = ["ConservativenessConfig", "conservativeness"]
 # ------------------------------------------------------------------ the probe
 @dataclasses.dataclass(frozen=True)
 class ConservativenessConfig:
-    """Defaults: seed 000 / pescert (PROBES.md §4.6).
+    """Defaults: seed 000 / pescert (docs/probes.md §4.6).
 
     Attributes:
       scan_range_a: ρ, half-width of the bond scan in Å (0.15).

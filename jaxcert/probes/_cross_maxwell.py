@@ -1,6 +1,6 @@
-r"""cross_maxwell: Maxwell relations of the mixed position–strain block Λ and the strain block B (PROBES.md §4.9).
+r"""cross_maxwell: Maxwell relations of the mixed position–strain block Λ and the strain block B (docs/probes.md §4.9).
 
-Quantities (the model's *outputs* are differentiated, PROBES.md §1.4: the stress
+Quantities (the model's *outputs* are differentiated, docs/probes.md §1.4: the stress
 output w.r.t. positions and strain, the force output w.r.t. strain).  With the
 engineering Voigt strain γ of §1.2 (𝔽 = I + ε(γ), h' = h𝔽ᵀ, r' = 𝔽r) and
 E_m = ∂ε/∂γ_m (symmetric; E_m = e_m e_mᵀ for m < 3, the halved off-diagonal pair
@@ -120,7 +120,7 @@ TRACE_VOIGT = (1.0, 1.0, 1.0, 0.0, 0.0, 0.0)
 
 @dataclasses.dataclass(frozen=True)
 class CrossMaxwellConfig:
-    """Defaults of pescert (PROBES.md §4.9) with the exact prestress terms.
+    """Defaults of pescert (docs/probes.md §4.9) with the exact prestress terms.
 
     Attributes:
       n_pairs: random (j, m) pairs of the Λ block (6).

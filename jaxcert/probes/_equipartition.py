@@ -1,4 +1,4 @@
-r"""equipartition — per-mode equipartition at the relaxed reference (PROBES.md §4.13).
+r"""equipartition — per-mode equipartition at the relaxed reference (docs/probes.md §4.13).
 
 Curvature channel: the exact Hessian H = −∂F/∂R of the force output at the relaxed
 reference R^eq (``config.derivatives``; jacfwd by default), symmetrised, mass-weighted
@@ -20,7 +20,7 @@ energy into the rotation and the modes coupled to it, so R_α departs from 1.
 Frame alignment (a change from the reference, ``docs/statistics.md``).  The Langevin
 bath does not conserve angular momentum, so the cluster's orientation diffuses: on the
 reference LJ at 30 K (Li…S, seed 0) it turns by 2–8° in 1100 fs and 5–26° in 8800 fs.
-The reference projects the unaligned frames (PROBES.md §4.13, §11.11), so the rotation
+The reference projects the unaligned frames (docs/probes.md §4.13, §11.11), so the rotation
 leaks into ⟨Q_α²⟩ at second order in the angle and the ratio grows with the trajectory
 length (B cluster: median R 1.15 at 1100 steps over 11 seeds, 2.4 at 4400 and 4.7 at
 8800 over 4 seeds, with a jackknife SE ≈ 0.1).  Aligning first rotates each frame onto
@@ -74,7 +74,7 @@ ALIGN_MODES = ("auto", "kabsch", "none")
 
 @dataclasses.dataclass(frozen=True)
 class EquipartitionConfig:
-    """Defaults of PROBES.md §4.13 and §5.
+    """Defaults of docs/probes.md §4.13 and §5.
 
     Attributes:
       n_steps: stored trajectory steps read (1100).

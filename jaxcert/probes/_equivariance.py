@@ -1,4 +1,4 @@
-r"""equivariance: E(QR) = E(R) and F(QR) = Q F(R) for random proper rotations Q (PROBES.md §4.1).
+r"""equivariance: E(QR) = E(R) and F(QR) = Q F(R) for random proper rotations Q (docs/probes.md §4.1).
 
 Identity tested (seed 000, section "Symmetry & invariance").  For rotations Q_k
 about the unweighted centroid R̄ = (1/N) Σ_i R_i (the reference's ``mean(0)``),
@@ -15,7 +15,7 @@ s_F = 1e-3 eV/Å), score exp(−D) (λ = 1), gate ē < 5e-3 eV **and** f̄ < 5e-
 Cost 1 + n_rot model evaluations (9 by default), all rotations evaluated in one
 ``vmap``.
 
-Rotation sampling (PROBES.md §10, §11.7).  The reference draws, per rotation, an
+Rotation sampling (docs/probes.md §10, §11.7).  The reference draws, per rotation, an
 axis a ~ normal(3) (normalised) and an angle θ ~ U(0, 2π), then Rodrigues
 Q = I + sinθ K + (1 − cosθ) K².  This is **not** Haar-uniform on SO(3): the Haar
 angle density is (1 − cos θ)/π on [0, π], so the reference over-weights small
@@ -46,7 +46,7 @@ __all__ = ["EquivarianceConfig", "equivariance", "random_rotations", "rodrigues"
 
 @dataclasses.dataclass(frozen=True)
 class EquivarianceConfig:
-    """Defaults of seed 000 / pescert (PROBES.md §4.1).
+    """Defaults of seed 000 / pescert (docs/probes.md §4.1).
 
     Attributes:
       n_rot: number of random rotations (8).

@@ -1,4 +1,4 @@
-r"""parity: the improper-symmetry (inversion) rule for the stress (PROBES.md §4.2).
+r"""parity: the improper-symmetry (inversion) rule for the stress (docs/probes.md §4.2).
 
 Identity tested.  The stress is a polar rank-2 tensor, even under inversion, so an
 O(3)-invariant model gives the same stress for a crystal and its inversion image.
@@ -12,7 +12,7 @@ Frobenius norms of the 3×3 *stress outputs* (a direct stress head is tested as 
 is).  Score exp(−d_P/λ) with λ = 1e-3 (the reference's value; the paper text does
 not state it), gate d_P < 5e-3.
 
-Read-outs (PROBES.md §11.5).  The paper states them on the raw stress; the
+Read-outs (docs/probes.md §11.5).  The paper states them on the raw stress; the
 reference reads them from the **parity-odd part** O = σ − σ̄.  We follow the
 reference: the raw σ_xy of a Pmm2 crystal is a legitimate, parity-even response
 for a model that is merely rotation-equivariant, so only the odd part isolates
@@ -48,7 +48,7 @@ __all__ = ["ParityConfig", "parity", "inversion_image"]
 
 @dataclasses.dataclass(frozen=True)
 class ParityConfig:
-    """Defaults of pescert (PROBES.md §4.2).
+    """Defaults of pescert (docs/probes.md §4.2).
 
     Attributes:
       scale: λ of the score map (1e-3, the reference's value).

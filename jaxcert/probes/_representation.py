@@ -1,4 +1,4 @@
-r"""representation: gauge, extensivity, egg-box and permutation invariance (PROBES.md §4.3).
+r"""representation: gauge, extensivity, egg-box and permutation invariance (docs/probes.md §4.3).
 
 Four re-descriptions of the same periodic crystal must give the same energy per
 atom and the same forces on corresponding atoms.  With n real atoms, e₀ = E₀/n
@@ -68,7 +68,7 @@ UNIMODULAR = np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
 
 @dataclasses.dataclass(frozen=True)
 class RepresentationConfig:
-    """Defaults of pescert (PROBES.md §4.3).
+    """Defaults of pescert (docs/probes.md §4.3).
 
     Attributes:
       n_translations: egg-box sweep points n_tr (16, both end points included).

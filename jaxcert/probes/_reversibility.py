@@ -1,4 +1,4 @@
-r"""reversibility — NVE round trip of velocity-Verlet (PROBES.md §4.10).
+r"""reversibility — NVE round trip of velocity-Verlet (docs/probes.md §4.10).
 
 From the (unrelaxed) cluster with seeded Maxwell–Boltzmann velocities at 30 K
 (:func:`jaxcert.dynamics.maxwell_boltzmann`: p = z√(m k_B T), mean momentum
@@ -17,7 +17,7 @@ the second leg's first force free).
 
 What it sees: roughness (forces that jump, history or noise); a smooth
 non-conservative force (curl) is time-reversible and passes (documented blind spot,
-PROBES.md §8.4).  Velocities come from ``key`` (the same draw as the shared
+docs/probes.md §8.4).  Velocities come from ``key`` (the same draw as the shared
 trajectory's, as the reference's ``default_rng(seed)``).
 """
 
@@ -39,7 +39,7 @@ __all__ = ["ReversibilityConfig", "reversibility"]
 
 @dataclasses.dataclass(frozen=True)
 class ReversibilityConfig:
-    """Defaults of PROBES.md §4.10.
+    """Defaults of docs/probes.md §4.10.
 
     Attributes:
       n_steps: steps per leg (100).

@@ -1,4 +1,4 @@
-r"""smoothness: regularity of the energy and force along a bond scan (PROBES.md §4.14).
+r"""smoothness: regularity of the energy and force along a bond scan (docs/probes.md §4.14).
 
 Substrate: the cluster, not relaxed.  Bond (i, j) = the closest pair (in-graph,
 see :func:`jaxcert.probes.closest_pair`) unless ``config.bond``
@@ -46,7 +46,7 @@ __all__ = ["SmoothnessConfig", "smoothness", "smoothness_terms"]
 
 @dataclasses.dataclass(frozen=True)
 class SmoothnessConfig:
-    """Defaults: seed 000 / pescert (PROBES.md §4.14).
+    """Defaults: seed 000 / pescert (docs/probes.md §4.14).
 
     Attributes:
       n_points: M grid points (81).

@@ -1,6 +1,6 @@
-r"""stress_consistency: the stress output equals the strain derivative of the energy (PROBES.md §4.8).
+r"""stress_consistency: the stress output equals the strain derivative of the energy (docs/probes.md §4.8).
 
-Identity tested: with the engineering Voigt strain γ of PROBES.md §1.2
+Identity tested: with the engineering Voigt strain γ of docs/probes.md §1.2
 (𝔽 = I + ε(γ), cell h' = h₀𝔽ᵀ, atoms scaled affinely, r' = 𝔽r),
 
 .. math::  \sigma^{pred}_m = \sigma^{E}_m \equiv \frac{1}{V_0}\,
@@ -11,9 +11,9 @@ where σ^pred is the model's *stress output* (a direct stress head is tested as 
 is) and σ^E is taken from the *energy* by the configured engine: exact autodiff
 (:meth:`jaxcert.derivatives.Exact.energy_strain`, the default) or the
 reference's central difference over ±δ (``FiniteDifference()``, δ = 1e-3 in
-float64, the dtype-aware step of PROBES.md §1.5 otherwise).
+float64, the dtype-aware step of docs/probes.md §1.5 otherwise).
 
-Defect (PROBES.md §4.8, §11.10) in the full-tensor Frobenius norm
+Defect (docs/probes.md §4.8, §11.10) in the full-tensor Frobenius norm
 ‖v‖_T = √(v₀² + v₁² + v₂² + 2(v₃² + v₄² + v₅²)):
 
 .. math::  d = \lVert \sigma^{pred} - \sigma^{E} \rVert_T / (\lVert \sigma^{E} \rVert_T + 10^{-12}),
@@ -52,7 +52,7 @@ def tensor_norm(v: jax.Array) -> jax.Array:
 
 @dataclasses.dataclass(frozen=True)
 class StressConsistencyConfig:
-    """Defaults of seed 000 / pescert (PROBES.md §4.8).
+    """Defaults of seed 000 / pescert (docs/probes.md §4.8).
 
     Attributes:
       scale: λ of the score map (0.05).

@@ -1,4 +1,4 @@
-r"""trimer: three-body decay and transverse Jacobian symmetry (PROBES.md §4.5).
+r"""trimer: three-body decay and transverse Jacobian symmetry (docs/probes.md §4.5).
 
 Substrate: the symmetric A–B–C trimer (atoms 0, 1 = apex B, 2; §2.3).
 
@@ -80,7 +80,7 @@ __all__ = ["TrimerConfig", "trimer", "three_body_decay", "transverse_asymmetry",
 
 @dataclasses.dataclass(frozen=True)
 class TrimerConfig:
-    """Defaults: seed 000 / pescert (PROBES.md §4.5).
+    """Defaults: seed 000 / pescert (docs/probes.md §4.5).
 
     Attributes:
       n_offsets: scan points for ΔE₃ (16).

@@ -1,4 +1,4 @@
-r"""virial — the Clausius virial theorem about the relaxed reference (PROBES.md §4.12).
+r"""virial — the Clausius virial theorem about the relaxed reference (docs/probes.md §4.12).
 
 For a bound cluster sampled canonically near its minimum R^eq, the virial about the
 minimum balances the internal kinetic energy:
@@ -55,7 +55,7 @@ __all__ = ["VirialConfig", "virial", "internal_kinetic_energy"]
 
 @dataclasses.dataclass(frozen=True)
 class VirialConfig:
-    """Defaults of PROBES.md §4.12 and §5.
+    """Defaults of docs/probes.md §4.12 and §5.
 
     Attributes:
       n_steps: stored trajectory steps read (1100).

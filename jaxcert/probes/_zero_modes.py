@@ -1,4 +1,4 @@
-r"""zero_modes: the Hessian null space at the model's own minimum (PROBES.md §4.4).
+r"""zero_modes: the Hessian null space at the model's own minimum (docs/probes.md §4.4).
 
 Identity tested (acoustic sum rule and rotational invariance): at a minimum of a
 translation- and rotation-invariant energy, the Hessian annihilates the rigid
@@ -75,7 +75,7 @@ MODE_NAMES = ("Tx", "Ty", "Tz", "Rx", "Ry", "Rz")
 
 @dataclasses.dataclass(frozen=True)
 class ZeroModesConfig:
-    """Defaults: seed 000 / pescert (PROBES.md §4.4, §11.13).
+    """Defaults: seed 000 / pescert (docs/probes.md §4.4, §11.13).
 
     Attributes:
       do_relax: relax before the Hessian (True).

@@ -1,4 +1,4 @@
-r"""The probe contract (DESIGN.md "Contracts", PROBES.md §3).
+r"""The probe contract (docs/architecture.md "Contracts", docs/probes.md §3).
 
 A probe is a pure function
 
@@ -78,7 +78,7 @@ class ProbeResult(NamedTuple):
 
 
 def score_map(defect: jax.Array, scale: float | jax.Array) -> jax.Array:
-    """S(d; λ) = exp(−|d|/λ), 0 for a non-finite d (PROBES.md §3)."""
+    """S(d; λ) = exp(−|d|/λ), 0 for a non-finite d (docs/probes.md §3)."""
     d = jnp.abs(defect)
     return jnp.where(jnp.isfinite(d), jnp.exp(-d / scale), 0.0)
 
@@ -116,7 +116,7 @@ def require_atoms(s: Structure, n: int, probe: str, why: str) -> None:
 
 
 def closest_pair(s: Structure) -> jax.Array:
-    """In-graph default bond (PROBES.md §2.6): int32 (2,) = (i, j), i < j, real atoms only.
+    """In-graph default bond (docs/probes.md §2.6): int32 (2,) = (i, j), i < j, real atoms only.
 
     The first pair in lexicographic double-loop order with the strictly smallest
     plain (non-minimum-image) distance; ``argmin`` over the row-major upper
@@ -144,7 +144,7 @@ def precision_bits(s: Structure) -> int:
 
 
 def require_stress(model: Model, s: Structure) -> None:
-    """Static skip checks of the stress probes (PROBES.md §4.2, §4.8, §4.9); raise :class:`ProbeSkip`.
+    """Static skip checks of the stress probes (docs/probes.md §4.2, §4.8, §4.9); raise :class:`ProbeSkip`.
 
     The reference's ``has_stress`` tries a stress evaluation and treats any exception as "no
     stress"; here the stress output is traced abstractly (``jax.eval_shape``, no computation).
@@ -174,7 +174,7 @@ def resolve_substrate(model: Model, substrate: Structure | str | None, kind: str
 
 @dataclasses.dataclass(frozen=True)
 class ProbeSpec:
-    """Registry entry: the probe function and its static metadata (PROBES.md §4.15)."""
+    """Registry entry: the probe function and its static metadata (docs/probes.md §4.15)."""
 
     name: str
     fn: Callable[..., ProbeResult]

@@ -32,7 +32,7 @@ def test_matches_chgnet_calculator(model, calc):
 
 
 class _Boxed:
-    """Give non-periodic input a 20 Å box, as ENVIRONMENT.md says the stock calculator needs."""
+    """Give non-periodic input a 20 Å box, as docs/install.md says the stock calculator needs."""
 
     def __init__(self, calc):
         self.calc = calc

@@ -2,7 +2,7 @@
 
 float64 throughout (conftest enables x64).  Substrates are built here with ASE:
 a rattled 13-atom Ar icosahedron at the reference nearest-neighbour distance, a
-rattled 4-atom cubic fcc Ar cell, and the 4-atom Pmm2 crystal of PROBES.md §2.5
+rattled 4-atom cubic fcc Ar cell, and the 4-atom Pmm2 crystal of docs/probes.md §2.5
 scaled for Si.  The host model is a shifted-force Lennard-Jones for Ar written
 here (half the compile time of the reference LJ); the Si tests of the
 pseudoscalar use the reference LJ (``jaxcert.models.get("lj")``).  Functions are
@@ -86,7 +86,7 @@ def cell():
 
 
 def _pmm2(el: str = "Si") -> jaxcert.Structure:
-    """PROBES.md §2.5 template, uniformly scaled so the nearest neighbours sit at d_nn(el)."""
+    """docs/probes.md §2.5 template, uniformly scaled so the nearest neighbours sit at d_nn(el)."""
     h = np.diag([4.32890106, 4.46763875, 7.40896034])
     frac = np.array([[0, 0, 0.10962718], [0.5, 0.5, 0.57321656], [0.5, 0, 0.76149240], [0.5, 0.5, 0.23583381]])
     s = d_nn(el) / 2.4996554141501344

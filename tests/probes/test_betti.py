@@ -1,4 +1,4 @@
-"""betti (PROBES.md §4.7): clean floor (§8.5), curl fires with the analytic asymmetry (§8.4), FD agreement."""
+"""betti (docs/probes.md §4.7): clean floor (§8.5), curl fires with the analytic asymmetry (§8.4), FD agreement."""
 
 from functools import partial
 

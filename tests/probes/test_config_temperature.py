@@ -1,4 +1,4 @@
-"""config_temperature (PROBES.md §4.11): AnchoredHarmonic clean pass (§8.5), curl fires (§8.4), sharing."""
+"""config_temperature (docs/probes.md §4.11): AnchoredHarmonic clean pass (§8.5), curl fires (§8.4), sharing."""
 
 import functools
 

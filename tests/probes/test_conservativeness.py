@@ -1,4 +1,5 @@
-"""conservativeness (PROBES.md §4.6): exact floor (§8.5), non-gradient heads fire, blind spots (§8.4), FD recipe."""
+"""conservativeness (docs/probes.md §4.6): exact floor (§8.5), non-gradient heads fire, blind spots (§8.4),
+FD recipe."""
 
 from functools import partial
 

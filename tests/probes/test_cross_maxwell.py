@@ -1,4 +1,5 @@
-"""cross_maxwell probe (PROBES.md §4.9): the exact prestress terms, floors, §8.4 sensitivity, FD, batching, relax."""
+"""cross_maxwell probe (docs/probes.md §4.9): the exact prestress terms, floors, §8.4 sensitivity, FD, batching,
+relax."""
 
 from __future__ import annotations
 
@@ -17,14 +18,14 @@ from jaxcert.models.lj import lennard_jones
 from jaxcert.probes import TRACE_VOIGT, CrossMaxwellConfig, cross_maxwell, strain_basis
 from jaxcert.probes.base import ProbeSkip
 
-CLEAN = lennard_jones(sigma=1.0, epsilon=1.0, rc=8.0, smooth=False, name="clean_lj")  # PROBES.md §8.1
+CLEAN = lennard_jones(sigma=1.0, epsilon=1.0, rc=8.0, smooth=False, name="clean_lj")  # docs/probes.md §8.1
 RUN = jax.jit(cross_maxwell, static_argnames="config")
 KEY = jax.random.key(0)
 C12 = CrossMaxwellConfig(n_pairs=12)  # §8.4 / §8.5 use 12 pairs
 
 
 def p2mm_ar(dtype=jnp.float64, prestressed: bool = False) -> Structure:
-    """PROBES.md §8.3 Pmm2 fixture (minimum distance 2.12 Å); ``prestressed``: rattled and sheared too."""
+    """docs/probes.md §8.3 Pmm2 fixture (minimum distance 2.12 Å); ``prestressed``: rattled and sheared too."""
     from jaxcert import substrates
 
     at = substrates.pmm2_atoms("Ar")

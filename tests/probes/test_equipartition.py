@@ -1,4 +1,4 @@
-"""equipartition (PROBES.md §4.13): clean LJ pass with seed 2 (§8.5), curl s = 1.0 fires (§8.4), modes, sharing."""
+"""equipartition (docs/probes.md §4.13): clean LJ pass with seed 2 (§8.5), curl s = 1.0 fires (§8.4), modes, sharing."""
 
 import jax
 import jax.numpy as jnp

@@ -1,4 +1,4 @@
-"""equivariance probe (PROBES.md §4.1): clean floors, §8.4 sensitivity, batching, engines, rotations."""
+"""equivariance probe (docs/probes.md §4.1): clean floors, §8.4 sensitivity, batching, engines, rotations."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from jaxcert.models import get
 from jaxcert.models.lj import lennard_jones
 from jaxcert.probes import EquivarianceConfig, equivariance, random_rotations
 
-CLEAN = lennard_jones(sigma=1.0, epsilon=1.0, rc=8.0, smooth=False, name="clean_lj")  # PROBES.md §8.1
+CLEAN = lennard_jones(sigma=1.0, epsilon=1.0, rc=8.0, smooth=False, name="clean_lj")  # docs/probes.md §8.1
 RUN = jax.jit(equivariance, static_argnames="config")
 KEY = jax.random.key(0)
 
 
 def cluster13(dtype=jnp.float64) -> Structure:
-    """PROBES.md §8.3: 13-atom Mackay icosahedron, closest pair at the σ = 1 LJ minimum 2^(1/6)."""
+    """docs/probes.md §8.3: 13-atom Mackay icosahedron, closest pair at the σ = 1 LJ minimum 2^(1/6)."""
     from ase.cluster import Icosahedron
 
     at = Icosahedron("Ar", noshells=2)

@@ -1,4 +1,4 @@
-"""parity probe (PROBES.md §4.2): clean floors, §8.4 sensitivity, skips, batching, the inversion image."""
+"""parity probe (docs/probes.md §4.2): clean floors, §8.4 sensitivity, skips, batching, the inversion image."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from jaxcert.models.lj import lennard_jones
 from jaxcert.probes import ParityConfig, inversion_image, parity
 from jaxcert.probes.base import ProbeSkip
 
-CLEAN = lennard_jones(sigma=1.0, epsilon=1.0, rc=8.0, smooth=False, name="clean_lj")  # PROBES.md §8.1
+CLEAN = lennard_jones(sigma=1.0, epsilon=1.0, rc=8.0, smooth=False, name="clean_lj")  # docs/probes.md §8.1
 RUN = jax.jit(parity, static_argnames="config")
 KEY = jax.random.key(0)
 
 
 def p2mm_ar(dtype=jnp.float64) -> Structure:
-    """PROBES.md §8.3: the Pmm2 crystal rescaled so that its minimum distance is 2.12 Å."""
+    """docs/probes.md §8.3: the Pmm2 crystal rescaled so that its minimum distance is 2.12 Å."""
     from jaxcert import substrates
 
     at = substrates.pmm2_atoms("Ar")

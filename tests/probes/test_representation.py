@@ -1,4 +1,4 @@
-"""representation probe (PROBES.md §4.3): clean floors, §8.4 sensitivity per sub-test, geometry, batching."""
+"""representation probe (docs/probes.md §4.3): clean floors, §8.4 sensitivity per sub-test, geometry, batching."""
 
 from __future__ import annotations
 
@@ -16,14 +16,14 @@ from jaxcert.neighbors import image_counts
 from jaxcert.probes import RepresentationConfig, representation, supercell, unimodular
 from jaxcert.probes.base import ProbeSkip
 
-CLEAN = lennard_jones(sigma=1.0, epsilon=1.0, rc=8.0, smooth=False, name="clean_lj")  # PROBES.md §8.1
+CLEAN = lennard_jones(sigma=1.0, epsilon=1.0, rc=8.0, smooth=False, name="clean_lj")  # docs/probes.md §8.1
 RUN = jax.jit(representation, static_argnames="config")
 KEY = jax.random.key(0)
 SUBTESTS = ("unimodular", "supercell", "translation", "permutation")
 
 
 def p2mm_ar(dtype=jnp.float64) -> Structure:
-    """PROBES.md §8.3: the Pmm2 crystal rescaled so that its minimum distance is 2.12 Å."""
+    """docs/probes.md §8.3: the Pmm2 crystal rescaled so that its minimum distance is 2.12 Å."""
     from jaxcert import substrates
 
     at = substrates.pmm2_atoms("Ar")

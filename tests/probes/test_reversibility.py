@@ -1,4 +1,4 @@
-"""reversibility (PROBES.md §4.10): clean pass (§8.5), curl blind spot (§8.4), noise fires, jit(vmap) = loop."""
+"""reversibility (docs/probes.md §4.10): clean pass (§8.5), curl blind spot (§8.4), noise fires, jit(vmap) = loop."""
 
 from functools import partial
 
@@ -37,7 +37,7 @@ def test_clean_lj_passes(dtype, seed):
 
 
 def test_curl_is_a_blind_spot():
-    """A smooth non-conservative force keeps velocity Verlet reversible (PROBES.md §8.4: must stay > 0.85)."""
+    """A smooth non-conservative force keeps velocity Verlet reversible (docs/probes.md §8.4: must stay > 0.85)."""
     s = cluster13()
     r = run(curl_model(LJ, 0.4), jax.random.key(0), substrate=s)
     assert float(r.score) > 0.85 and bool(r.gate)

@@ -1,4 +1,4 @@
-"""smoothness (PROBES.md §4.14): clean pass (§8.5), kink and ripple fire, smooth defects stay clean (§8.4)."""
+"""smoothness (docs/probes.md §4.14): clean pass (§8.5), kink and ripple fire, smooth defects stay clean (§8.4)."""
 
 from functools import partial
 

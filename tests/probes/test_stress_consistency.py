@@ -1,4 +1,4 @@
-"""stress_consistency probe (PROBES.md §4.8): clean floors, §8.4 sensitivity, FD engine, skips, batching."""
+"""stress_consistency probe (docs/probes.md §4.8): clean floors, §8.4 sensitivity, FD engine, skips, batching."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from jaxcert.models.lj import lennard_jones
 from jaxcert.probes import StressConsistencyConfig, stress_consistency, tensor_norm
 from jaxcert.probes.base import ProbeSkip
 
-CLEAN = lennard_jones(sigma=1.0, epsilon=1.0, rc=8.0, smooth=False, name="clean_lj")  # PROBES.md §8.1
+CLEAN = lennard_jones(sigma=1.0, epsilon=1.0, rc=8.0, smooth=False, name="clean_lj")  # docs/probes.md §8.1
 RUN = jax.jit(stress_consistency, static_argnames="config")
 KEY = jax.random.key(0)
 FD = StressConsistencyConfig(derivatives=FiniteDifference())
 
 
 def bulk_ar(dtype=jnp.float64) -> Structure:
-    """PROBES.md §8.3: 2×2×2 cubic fcc (32 atoms), nearest neighbour at 2^(1/6)."""
+    """docs/probes.md §8.3: 2×2×2 cubic fcc (32 atoms), nearest neighbour at 2^(1/6)."""
     from ase.lattice.cubic import FaceCenteredCubic
 
     at = FaceCenteredCubic("Ar", size=(2, 2, 2), latticeconstant=np.sqrt(2) * 2 ** (1 / 6))

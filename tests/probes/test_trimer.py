@@ -1,4 +1,4 @@
-"""trimer (PROBES.md §4.5): clean pass (§8.5), curl fires via transverse, orientation via ΔE₃ (§8.4)."""
+"""trimer (docs/probes.md §4.5): clean pass (§8.5), curl fires via transverse, orientation via ΔE₃ (§8.4)."""
 
 from functools import partial
 

@@ -1,4 +1,4 @@
-"""virial (PROBES.md §4.12): clean LJ pass with n_steps 1200 (§8.5), curl s = 0.4 fires (§8.4), K_int, sharing."""
+"""virial (docs/probes.md §4.12): clean LJ pass with n_steps 1200 (§8.5), curl s = 0.4 fires (§8.4), K_int, sharing."""
 
 import jax
 import jax.numpy as jnp

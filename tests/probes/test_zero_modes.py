@@ -1,4 +1,4 @@
-"""zero_modes (PROBES.md §4.4): clean pass (§8.5), orientation fires with the analytic residual (§8.4)."""
+"""zero_modes (docs/probes.md §4.4): clean pass (§8.5), orientation fires with the analytic residual (§8.4)."""
 
 from functools import partial
 
