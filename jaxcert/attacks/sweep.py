@@ -402,7 +402,7 @@ def _run_chunk(model: Any, job: dict[str, Any]) -> tuple[list[dict[str, Any]], d
     """Compute one chunk (in this process or on a dask worker): metric rows and per-atom arrays of its runs."""
     if job["dtype"] == "float64":  # a fresh dask worker process starts without x64 and would silently use float32
         jax.config.update("jax_enable_x64", True)
-    g = run_grid(model, job["structures"], job["epsilons"], job["seeds"], attacks=job["attacks"], config=job["cfg"])
+    g = run_grid(model, job["structures"], job["epsilons"], job["seeds"], attacks=job["attacks"], config=job["config"])
     got = str(np.asarray(g.reference.structure.positions).dtype)
     if got != job["dtype"]:
         raise RuntimeError(f"sweep chunk computed in {got}, requested {job['dtype']}")
