@@ -1,4 +1,4 @@
-r"""Outcome metrics of docs/attacks.md §3, on the host (numpy, ASE, spglib).
+r"""Outcome metrics of docs/attacks.md §3, on the host (numpy, matscipy, ASE, spglib).
 
 Stages: the **immediate** stage compares R_adv with R_ref, the **post-relaxation**
 stage compares R_fin with R_ref.  Every function takes the reference first.
@@ -28,7 +28,8 @@ Discrete metrics
   Counts before/after/added/removed, change = added + removed, the **Jaccard
   distance** d_J = 1 − |E_ref ∩ E_stage| / |E_ref ∪ E_stage| (0 when both are empty),
   and the **coordination change** Δz_i = |z_i,stage − z_i,ref| with z_i the number of
-  distinct neighbours (mean and max).
+  distinct neighbours (mean and max).  Edge sets are sorted integer keys i·N + j, compared
+  with ``np.intersect1d``; z_i by ``np.bincount``.
 * **RDF L1** d = Σ_k |g_stage(r_k) − g_ref(r_k)| Δr (Å), r_max = 6 Å, 60 bins, with
   ASE's total g(r): ordered pair counts in bin k = ⌈d/Δr⌉ over
   N ρ 4πΔr (r_k² + Δr²/12), r_k = (k − ½)Δr.  The reference repeats the cell until
@@ -36,6 +37,10 @@ Discrete metrics
   neighbour counts are the same in the repeated and the original cell, so counting
   all periodic images of the original cell gives the same g(r) without the
   repeat (tested against ``get_rdf``).  Method tag ``ase_total_rdf_l1_v1``.
+
+  Both neighbour searches use matscipy's C ``neighbour_list`` (ASE's numpy
+  ``primitive_neighbor_list`` only where matscipy cannot run: a singular cell); same pairs,
+  20–600× faster (``benchmarks/metrics.py``).
 * **Symmetry** (spglib ``get_symmetry_dataset`` on the wrapped cell, symprec ∈
   {1e-2, 1e-3, 1e-4}; symprecs where spglib fails on either structure are skipped):
 
@@ -43,10 +48,23 @@ Discrete metrics
   - operation retention, reference version: median of min(n_ops,stage, n_ops,ref)/n_ops,ref
     (a count ratio, only an upper bound);
   - operation retention, documented version (``_doc``): median of |S_ref ∩ S_stage|/|S_ref|,
-    where a reference operation (W, w) is kept when it maps the stage structure onto
-    itself: every atom has a same-species partner within τ = symprec Å (minimum image);
+    S the operation sets of the two spglib datasets at that symprec, compared as sets: a
+    reference operation (W, w) is kept when the stage's set has (W, w′) with the same integer
+    rotation and ‖mic((w − w′)h)‖ ≤ symprec Å, i.e. when it maps the stage onto itself up to
+    spglib's tolerance (:func:`_ops_retained`: sorted integer keys and ``searchsorted``, no
+    per-operation loop; equal to the per-operation test on the tests' cases, which place
+    atoms either on or well off every symmetry position);
   - unique-site change: median of n_u,stage − n_u,ref (signed, reference) and of its
     absolute value (``_doc``), n_u = number of distinct ``equivalent_atoms``.
+
+  spglib searches a low-symmetry supercell in O(|W| N²) (36 s for 4096 Si atoms in P1), so
+  a structure is first screened (:func:`_screen_p1`): when no candidate operation maps it
+  onto itself within 2 × symprec it is P1 and gets spglib's P1 dataset (the identity, every
+  atom its own orbit) without the call; a P1 proof at a looser symprec carries over to the
+  tighter ones.  Anything else goes to spglib.
+
+Per-structure results (edge keys, RDF counts, spglib datasets) are memoised by content
+(:func:`clear_cache`), so a reference shared by many runs is analysed once.
 
 Across runs
 -----------
@@ -59,7 +77,11 @@ Across runs
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -70,6 +92,7 @@ from jaxcert.attacks.attacks import grad_tolerance
 __all__ = [
     "SYMPRECS", "RDF_METHOD", "min_image", "displacement", "delta_force", "force_angle", "energy",
     "edges", "topology", "rdf", "rdf_l1", "symmetry_data", "symmetry", "compare", "run_metrics", "run_warnings",
+    "clear_cache",
     "AGREEMENT_METRICS", "VERDICTS", "SPREAD_METRICS", "value", "run_key", "dtype_agreement", "grid_agreement",
     "seed_spread", "seed_bands",
 ]
@@ -154,26 +177,114 @@ def energy(E_ref: float, E_stage: float, n_atoms: int) -> dict[str, float]:
     return {"energy": float(E_stage), "delta_energy": dE, "delta_energy_per_atom": dE / n_atoms}
 
 
+# -------------------------------------------------------------- per-structure cache
+_CACHE: OrderedDict[tuple, Any] = OrderedDict()
+_CACHE_SIZE = 32
+_CACHE_LOCK = threading.Lock()
+
+
+def _digest(atoms) -> bytes:
+    """Content hash of what the discrete metrics read: cell, pbc, atomic numbers and positions."""
+    h = hashlib.blake2b(digest_size=20)
+    for x in (np.asarray(atoms.get_cell().array, np.float64), np.asarray(atoms.get_pbc(), bool),
+              np.asarray(atoms.get_atomic_numbers(), np.int64), np.asarray(atoms.get_positions(), np.float64)):
+        h.update(str(x.shape).encode())
+        h.update(np.ascontiguousarray(x).tobytes())
+    return h.digest()
+
+
+def _cache_get(key: tuple, default: Any = None) -> Any:
+    with _CACHE_LOCK:
+        if key not in _CACHE:
+            return default
+        _CACHE.move_to_end(key)
+        return _CACHE[key]
+
+
+def _cache_put(key: tuple, val: Any) -> None:
+    with _CACHE_LOCK:
+        _CACHE[key] = val
+        _CACHE.move_to_end(key)
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+
+
+def _cached(key: tuple, compute):
+    """LRU memo of per-structure results keyed on content (:func:`_digest`).  Every run of a grid compares its two
+    stages with the same reference, whose edges, RDF counts and spglib datasets are then computed once."""
+    missing = object()
+    val = _cache_get(key, missing)
+    if val is missing:
+        val = compute()
+        _cache_put(key, val)
+    return val
+
+
+def clear_cache() -> None:
+    """Forget the memoised per-structure results (benchmarks time a first run with it)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+def _readonly(x: np.ndarray) -> np.ndarray:
+    x.setflags(write=False)
+    return x
+
+
+# -------------------------------------------------------------- neighbour lists
+def _pairs(atoms, quantities: str, cutoff: Any, pbc: Any = None) -> tuple[np.ndarray, ...]:
+    """Neighbour list ``quantities`` ("i", "j", "d", "D") within ``cutoff`` (Å: a float, or per-atom radii whose sum
+    is the pair cutoff): pairs with d < cutoff over every periodic image on the periodic axes (``atoms.pbc`` unless
+    ``pbc`` is given), both orders.  matscipy's C neighbour list; ASE's numpy ``primitive_neighbor_list`` where
+    matscipy cannot run (a singular cell, e.g. a molecule given without one).  The same pairs (tested)."""
+    cell = np.asarray(atoms.get_cell().array, np.float64)
+    pos = np.asarray(atoms.get_positions(), np.float64)
+    pbc = np.broadcast_to(np.asarray(atoms.get_pbc() if pbc is None else pbc, bool), (3,)).copy()
+    cut = float(cutoff) if np.ndim(cutoff) == 0 else np.asarray(cutoff, np.float64)
+    if abs(np.linalg.det(cell)) > 1e-10:
+        from matscipy.neighbours import neighbour_list
+
+        try:
+            out = neighbour_list(quantities, positions=pos, cell=cell, pbc=pbc, cutoff=cut,
+                                 numbers=np.asarray(atoms.get_atomic_numbers(), np.int32))
+            return out if isinstance(out, tuple) else (out,)
+        except Exception:  # noqa: BLE001 - fall through to ASE, whose failure the callers handle
+            pass
+    from ase.neighborlist import primitive_neighbor_list
+
+    out = primitive_neighbor_list(quantities, pbc, cell, pos, cut, numbers=atoms.get_atomic_numbers())
+    return out if isinstance(out, tuple) else (out,)
+
+
 # -------------------------------------------------------------- topology
+def _edge_keys(atoms) -> np.ndarray:
+    """Sorted unique edge keys i·n + j (i < j) of the covalent-radius graph (read-only, memoised)."""
+    def compute():
+        from ase.neighborlist import natural_cutoffs
+
+        n = len(atoms)
+        try:
+            i, j = _pairs(atoms, "ij", np.asarray(natural_cutoffs(atoms, mult=1.0), np.float64))
+        except Exception:  # noqa: BLE001 - the reference takes an empty edge set when the neighbour list fails
+            return _readonly(np.empty(0, np.int64))
+        keep = i != j
+        i, j = i[keep].astype(np.int64), j[keep].astype(np.int64)
+        return _readonly(np.unique(np.minimum(i, j) * n + np.maximum(i, j)))
+
+    return _cached(("edges", _digest(atoms)), compute)
+
+
 def edges(atoms: Any) -> set[tuple[int, int]]:
     """Unordered index edges {i, j}, i ≠ j, bonded by covalent radii (ASE natural_cutoffs, mult 1)."""
-    from ase.neighborlist import natural_cutoffs, neighbor_list
-
     atoms = _atoms(atoms)
-    try:
-        i, j = neighbor_list("ij", atoms, natural_cutoffs(atoms, mult=1.0))
-    except Exception:  # the reference takes an empty edge set when the neighbour list fails
-        return set()
-    keep = i != j
-    return {(int(min(p, q)), int(max(p, q))) for p, q in zip(i[keep], j[keep], strict=True)}
+    k = _edge_keys(atoms)
+    n = len(atoms)
+    return set(zip((k // n).tolist(), (k % n).tolist(), strict=True))
 
 
-def _coordination(E: set[tuple[int, int]], n: int) -> np.ndarray:
-    z = np.zeros(n, int)
-    for i, j in E:
-        z[i] += 1
-        z[j] += 1
-    return z
+def _coordination(keys: np.ndarray, n: int) -> np.ndarray:
+    """z_i: number of distinct neighbours of each atom in the edge set (keys i·n + j)."""
+    return np.bincount(np.concatenate([keys // n, keys % n]), minlength=n)
 
 
 def topology(ref: Any, stage: Any) -> dict[str, float]:
@@ -184,11 +295,12 @@ def topology(ref: Any, stage: Any) -> dict[str, float]:
         return {"edges_before": nan, "edges_after": nan, "edges_added": nan, "edges_removed": nan,
                 "edge_change_count": nan, "jaccard_distance": nan, "coordination_change_mean": nan,
                 "coordination_change_max": nan}
-    Ea, Eb = edges(a), edges(b)
-    union = Ea | Eb
-    jac = 0.0 if not union else 1.0 - len(Ea & Eb) / len(union)
+    Ea, Eb = _edge_keys(a), _edge_keys(b)
+    common = int(np.intersect1d(Ea, Eb, assume_unique=True).size)
+    union = len(Ea) + len(Eb) - common
+    jac = 0.0 if not union else 1.0 - common / union
     dz = np.abs(_coordination(Eb, len(b)) - _coordination(Ea, len(a)))
-    added, removed = len(Eb - Ea), len(Ea - Eb)
+    added, removed = len(Eb) - common, len(Ea) - common
     return {
         "edges_before": len(Ea), "edges_after": len(Eb), "edges_added": added, "edges_removed": removed,
         "edge_change_count": added + removed, "jaccard_distance": jac,
@@ -196,10 +308,19 @@ def topology(ref: Any, stage: Any) -> dict[str, float]:
     }
 
 
+def _rdf_counts(atoms, r_max: float, n_bins: int) -> np.ndarray:
+    """Ordered pair counts in bins k = ⌈d/Δr⌉, k = 1…n_bins, over every periodic image (read-only, memoised)."""
+    def compute():
+        (d,) = _pairs(atoms, "d", float(r_max))
+        d = d[d < r_max]
+        k = np.ceil(d / (r_max / n_bins)).astype(np.int64)
+        return _readonly(np.bincount(k, minlength=n_bins + 1)[1 : n_bins + 1])
+
+    return _cached(("rdf", float(r_max), int(n_bins), _digest(atoms)), compute)
+
+
 def rdf(atoms: Any, r_max: float = 6.0, n_bins: int = 60) -> tuple[np.ndarray, np.ndarray]:
     """ASE's total g(r) (bin centres r_k in Å, g_k), counting every periodic image (module docstring)."""
-    from ase.neighborlist import neighbor_list
-
     atoms = _atoms(atoms)
     n = len(atoms)
     dr = r_max / n_bins
@@ -207,9 +328,7 @@ def rdf(atoms: Any, r_max: float = 6.0, n_bins: int = 60) -> tuple[np.ndarray, n
     r = (np.arange(1, n_bins + 1) - 0.5) * dr
     if vol < 1e-10 or not _finite(atoms):
         return r, np.full(n_bins, np.nan)
-    d = neighbor_list("d", atoms, r_max)
-    k = np.ceil(d / dr).astype(int)
-    counts = np.bincount(k, minlength=n_bins + 1)[1 : n_bins + 1]
+    counts = _rdf_counts(atoms, r_max, n_bins)
     rho = n / vol
     g = counts / (n * rho * 4.0 * np.pi * dr * (r * r + dr * dr / 12.0))
     return r, g
@@ -223,75 +342,303 @@ def rdf_l1(ref: Any, stage: Any, r_max: float = 6.0, n_bins: int = 60) -> dict[s
 
 
 # -------------------------------------------------------------- symmetry
+#: Tolerance factor of the P1 pre-screen: a structure is declared P1 without spglib only when no candidate
+#: operation maps it onto itself within SCREEN_MARGIN × symprec (spglib accepts an operation within symprec).
+SCREEN_MARGIN = 2.0
+
+
 def _cell_tuple(atoms):
     frac = atoms.get_scaled_positions(wrap=True)
     return (atoms.get_cell().array, frac, atoms.get_atomic_numbers())
 
 
-def symmetry_data(atoms: Any, symprec: float) -> dict[str, Any] | None:
-    """spglib dataset summary (number, rotations, translations, n_ops, n_unique) or None on failure."""
+def _wrap01(f: np.ndarray) -> np.ndarray:
+    """Fractional coordinates folded into [0, 1) (cKDTree's periodic box)."""
+    f = np.mod(f, 1.0)
+    f[f >= 1.0] = 0.0
+    return f
+
+
+def _ghost_tree(f: np.ndarray, r: float):
+    """k-d tree of fractional points f ∈ [0, 1)³ plus their periodic copies within r of the unit cube (a query
+    point in [0, 1)³ then finds every periodic image within r; faster than cKDTree's periodic box)."""
+    from scipy.spatial import cKDTree
+
+    lo, hi = f < r, f >= 1.0 - r
+    edge = np.flatnonzero((lo | hi).any(axis=1))
+    if not len(edge):
+        return cKDTree(f)
+    s = _SHIFTS[None]  # (1, 26, 3)
+    ok = np.all(np.where(s > 0, lo[edge, None], True) & np.where(s < 0, hi[edge, None], True), axis=2)
+    ghosts = (f[edge, None] + s)[ok]
+    return cKDTree(np.concatenate([f, ghosts]))
+
+
+_SHIFTS = np.array([s for s in itertools.product((-1, 0, 1), repeat=3) if any(s)], np.float64)
+
+
+def _lattice_rotations(cell: np.ndarray, symprec: float) -> np.ndarray | None:
+    """Rotations (input basis) of the lattice's point group at ``symprec``: spglib on a one-atom cell (memoised per
+    cell; every rotation of a crystal without pure translations is one of them)."""
     import spglib
 
-    atoms = _atoms(atoms)
-    if not _finite(atoms):
-        return None
+    def compute():
+        try:
+            sym = spglib.get_symmetry((cell, [[0.0, 0.0, 0.0]], [1]), symprec=symprec, angle_tolerance=-1)
+        except Exception:  # noqa: BLE001
+            return None
+        return None if sym is None else _readonly(np.asarray(sym["rotations"], np.float64))
+
+    h = hashlib.blake2b(np.ascontiguousarray(cell, np.float64).tobytes(), digest_size=20).digest()
+    return _cached(("lattice", float(symprec), h), compute)
+
+
+def _screen_p1(atoms, symprec: float) -> bool:
+    """True when the structure provably has no symmetry operation but the identity at ``symprec``, so that
+    spglib's dataset is P1 (number 1, the identity, every atom its own orbit); False means "ask spglib".
+
+    spglib's candidate operations are (W, w) with W in the lattice's point group and w taking an anchor atom a₀ (of
+    the rarest species) onto an atom j of its species; one is accepted when every atom has a same-species partner
+    within symprec (minimum image).  Here every candidate but the identity is tested at once, at the looser
+    tolerance τ = SCREEN_MARGIN × symprec (so the test only lets more candidates through):
+
+    1. against a₀'s nearest atom t, Δ = f_t − f_a₀ (one image): (W, j) survives only if j has a neighbour of t's
+       species at the Cartesian vector (WΔ)h within τ, matched against the neighbour list;
+    2. the survivors against a growing set of further atoms, each image W f + w looked up in a k-d tree of the
+       fractional coordinates with their periodic copies near the cell faces (a fractional ball that contains the
+       Cartesian τ-ball).
+
+    A low-symmetry structure loses every candidate in step 1 or after a few atoms; a symmetric one keeps its
+    operations and goes to spglib.  Also False for a singular cell or atoms within τ of each other (where spglib
+    may fail).  Cost O(|W| N log N), against spglib's O(|W| N²) search of a low-symmetry supercell.
+    """
+    from scipy.spatial import cKDTree
+
+    cell = np.asarray(atoms.get_cell().array, np.float64)
+    n = len(atoms)
+    if n < 2 or abs(np.linalg.det(cell)) < 1e-10:
+        return False
+    tol = SCREEN_MARGIN * symprec
+    W = _lattice_rotations(cell, tol)
+    if W is None:
+        return False
+    f = _wrap01(np.asarray(atoms.get_scaled_positions(wrap=False), np.float64))
+    r_frac = tol / np.linalg.svd(cell, compute_uv=False).min() * (1.0 + 1e-9)
+    if cKDTree(f, boxsize=1.0).query_pairs(r_frac, output_type="ndarray").size:
+        return False  # two atoms within the tolerance (spglib may fail there): spglib decides
+    Z = np.asarray(atoms.get_atomic_numbers())
+    species, counts = np.unique(Z, return_counts=True)
+    s0 = species[np.argmin(counts)]
+    a0 = int(np.flatnonzero(Z == s0)[0])
+    # step 1: the pair (a0, t)
+    v = f - f[a0]
+    v -= np.round(v)
+    dist = np.linalg.norm(v @ cell, axis=1)
+    dist[a0] = np.inf
+    t = int(np.argmin(dist))
+    u = (W @ v[t]) @ cell  # (|W|, 3) Cartesian images of Δ
+    reach = float(np.linalg.norm(u, axis=1).max()) + tol
     try:
-        ds = spglib.get_symmetry_dataset(_cell_tuple(atoms), symprec=symprec, angle_tolerance=-1)
-    except Exception:
-        return None
+        i_nl, j_nl, D = _pairs(atoms, "ijD", max(reach, 1.0) * (1.0 + 1e-9), pbc=True)  # spglib: all periodic
+    except Exception:  # noqa: BLE001
+        return False
+    sel = (Z[i_nl] == s0) & (Z[j_nl] == Z[t]) & (np.linalg.norm(D, axis=1) <= reach * (1.0 + 1e-9))
+    i_nl, D = i_nl[sel].astype(np.int64), D[sel]
+    cand = []
+    for c in range(0, len(D), 1 << 15):  # (pairs, |W|) in chunks
+        p_idx, k_idx = np.nonzero(np.linalg.norm(D[c:c + (1 << 15), None, :] - u[None], axis=-1) <= tol)
+        cand.append(k_idx.astype(np.int64) * n + i_nl[c + p_idx])
+    cand = np.unique(np.concatenate(cand)) if cand else np.empty(0, np.int64)
+    k_idx, j = cand // n, cand % n
+    identity = np.all(np.abs(W - np.eye(3)) < 0.5, axis=(1, 2))
+    keep = ~(identity[k_idx] & (j == a0))
+    k_idx, j = k_idx[keep], j[keep]
+    if not len(k_idx):
+        return True
+    w = f[j] - np.einsum("kij,j->ki", W[k_idx], f[a0])
+    # step 2: further atoms in doubling batches, while the candidates keep dying
+    trees = {z: _ghost_tree(f[Z == z], r_frac) for z in species}
+    rest = np.setdiff1d(np.arange(n), [a0, t])
+    order = rest[np.argsort(np.arange(len(rest)) * 0.6180339887498949 % 1.0)]  # spread over the cell
+    done, budget = 0, 16 * len(W) * n
+    batch = int(np.clip(4096 // len(k_idx), 2, 256))
+    while len(k_idx):
+        atoms_t = order[done:done + batch]
+        if not len(atoms_t):
+            return False  # every atom passed: a symmetry operation within the tolerance
+        img = _wrap01(np.einsum("kij,aj->kai", W[k_idx], f[atoms_t]) + w[:, None, :])  # (K, B, 3)
+        ok = np.empty(img.shape[:2], bool)
+        for z in np.unique(Z[atoms_t]):
+            cols = Z[atoms_t] == z
+            d, _ = trees[z].query(img[:, cols].reshape(-1, 3), k=1, distance_upper_bound=r_frac)
+            ok[:, cols] = np.isfinite(d).reshape(len(k_idx), -1)
+        keep = ok.all(axis=1)
+        budget -= ok.size
+        if (keep.all() and len(atoms_t) >= 2) or budget < 0:
+            return False  # candidates that keep passing: symmetric (or nearly so), spglib decides
+        k_idx, w = k_idx[keep], w[keep]
+        done += len(atoms_t)
+        batch = 2 * len(atoms_t)
+    return True
+
+
+def _rotation_set(W: np.ndarray) -> set[bytes]:
+    return {w.tobytes() for w in np.rint(W).astype(np.int8)}
+
+
+def _p1_implied(atoms, digest: bytes, symprec: float) -> bool:
+    """P1 already proven at a looser symprec q ≥ symprec whose lattice rotations contain those at symprec: the
+    screen at symprec tests a subset of the candidates at a smaller tolerance, so it would prove P1 again."""
+    proven = [q for q in _cache_get(("p1", digest), ()) if q >= symprec]
+    if not proven:
+        return False
+    cell = np.asarray(atoms.get_cell().array, np.float64)
+    W = _lattice_rotations(cell, SCREEN_MARGIN * symprec)
+    if W is None:
+        return False
+    need = _rotation_set(W)
+    for q in proven:
+        Wq = _lattice_rotations(cell, SCREEN_MARGIN * q)
+        if Wq is not None and need <= _rotation_set(Wq):
+            return True
+    return False
+
+
+def _dataset(atoms, symprec: float, screen: bool = True) -> dict[str, Any] | None:
+    """Memoised :func:`symmetry_data` (read-only arrays).  ``screen=False`` skips the P1 screen (a speed hint for a
+    structure expected to be symmetric; the result is the same)."""
+    import spglib
+
+    digest = _digest(atoms)
+
+    def compute():
+        if not _finite(atoms):
+            return None
+        if _p1_implied(atoms, digest, symprec) or (screen and _screen_p1(atoms, symprec)):
+            _cache_put(("p1", digest), tuple(sorted({*_cache_get(("p1", digest), ()), float(symprec)})))
+            return {"number": 1, "rotations": _readonly(np.eye(3, dtype=np.int32)[None]),
+                    "translations": _readonly(np.zeros((1, 3))), "n_ops": 1, "n_unique": len(atoms)}
+        try:
+            ds = spglib.get_symmetry_dataset(_cell_tuple(atoms), symprec=symprec, angle_tolerance=-1)
+        except Exception:  # noqa: BLE001
+            return None
+        if ds is None:
+            return None
+        return {"number": int(ds.number), "rotations": _readonly(np.asarray(ds.rotations)),
+                "translations": _readonly(np.asarray(ds.translations)), "n_ops": len(ds.rotations),
+                "n_unique": len(np.unique(ds.equivalent_atoms))}
+
+    return _cached(("spglib", float(symprec), digest), compute)
+
+
+def symmetry_data(atoms: Any, symprec: float) -> dict[str, Any] | None:
+    """spglib dataset summary (number, rotations, translations, n_ops, n_unique) or None on failure.
+
+    A structure that :func:`_screen_p1` proves to be P1 gets spglib's P1 answer without the call (the identity,
+    translation 0, n_unique = N)."""
+    ds = _dataset(_atoms(atoms), symprec)
     if ds is None:
         return None
-    return {"number": int(ds.number), "rotations": np.asarray(ds.rotations),
-            "translations": np.asarray(ds.translations), "n_ops": len(ds.rotations),
-            "n_unique": len(np.unique(ds.equivalent_atoms))}
+    return {**ds, "rotations": ds["rotations"].copy(), "translations": ds["translations"].copy()}
 
 
-def _ops_kept(atoms, rotations: np.ndarray, translations: np.ndarray, tol: float) -> int:
-    """How many operations (W, w) map ``atoms`` onto itself (same-species partner within tol Å, min image).
+def _ops_retained(da: dict[str, Any], db: dict[str, Any], cell: np.ndarray, tol: float) -> int:
+    """|S_ref ∩ S_stage|: reference operations (W, w) for which the stage's dataset holds an operation (W, w′) with
+    the same integer rotation and ‖mic((w − w′) h)‖ ≤ tol Å (translations compared modulo lattice vectors).
 
-    Vectorised over blocks of operations: the image of atom i under (W, w) is compared with every atom j through
-    the fractional difference f − round(f) on periodic axes.  Whenever some periodic image of j lies within tol of
-    the image of i and tol is below a quarter of the smallest plane spacing, that rounding picks exactly that image,
-    so the verdict equals the exact minimum-image test (used instead for a larger tol)."""
-    cell = np.asarray(atoms.get_cell().array, np.float64)
-    pbc = np.asarray(atoms.get_pbc(), bool)
-    frac = atoms.get_scaled_positions(wrap=False)
-    Z = atoms.get_atomic_numbers()
-    same = Z[:, None] == Z[None, :]
-    n = len(frac)
-    vol = abs(np.linalg.det(cell))
-    spacing = vol / np.linalg.norm(np.cross(cell[[1, 2, 0]], cell[[2, 0, 1]]), axis=1) if vol > 0 else np.zeros(3)
-    if pbc.any() and tol >= 0.25 * float(np.min(spacing[pbc])):
-        kept = 0
-        for W, w in zip(rotations, translations, strict=True):
-            img = frac @ W.T + w
-            d = np.linalg.norm(min_image((img[:, None, :] - frac[None, :, :]) @ cell, cell, pbc), axis=-1)
-            kept += bool((np.where(same, d, np.inf).min(axis=1) <= tol).all())
-        return kept
-    kept = 0
-    block = max(1, int(2_000_000 // max(3 * n * n, 1)))
-    for k0 in range(0, len(rotations), block):
-        W, w = np.asarray(rotations[k0:k0 + block], np.float64), np.asarray(translations[k0:k0 + block], np.float64)
-        img = np.einsum("nj,kij->kni", frac, W) + w[:, None, :]  # (K, n, 3) images of every atom
-        f = img[:, :, None, :] - frac[None, None, :, :]  # (K, n, n, 3) fractional differences
-        f = np.where(pbc, f - np.round(f), f)
-        d = np.linalg.norm(f @ cell, axis=-1)
-        ok = np.where(same[None], d, np.inf).min(axis=2) <= tol  # (K, n)
-        kept += int(ok.all(axis=1).sum())
-    return kept
+    As sets, in C (numpy): for a small product K_ref·K_stage every pair at once; otherwise each operation becomes an
+    integer key (rotation id, translation bin per axis, bins of width ≥ 64 δ_k where δ_k = tol‖(h⁻¹)_{:,k}‖ bounds
+    |Δw_k| for a Cartesian |Δw h| ≤ tol), the stage's keys are sorted, and every reference operation looks up its
+    own bin and, within δ_k of a bin edge, the neighbouring one (``searchsorted``); the candidate pairs are then
+    checked in Cartesian.  Rounding the fractional difference is the exact minimum image for tol below half the
+    smallest plane spacing."""
+    Ra = np.rint(np.asarray(da["rotations"])).astype(np.int64).reshape(-1, 9)
+    Rb = np.rint(np.asarray(db["rotations"])).astype(np.int64).reshape(-1, 9)
+    ta, tb = np.asarray(da["translations"], np.float64), np.asarray(db["translations"], np.float64)
+    if not len(Ra) or not len(Rb):
+        return 0
+    cell = np.asarray(cell, np.float64)
+
+    def close(df):
+        return np.linalg.norm((df - np.round(df)) @ cell, axis=-1) <= tol
+
+    if len(Ra) * len(Rb) <= 1 << 16:
+        ok = np.all(Ra[:, None] == Rb[None], axis=2) & close(ta[:, None] - tb[None])
+        return int(ok.any(axis=1).sum())
+    R = np.concatenate([Ra, Rb])
+    lo, base = int(R.min()), int(R.max() - R.min()) + 1
+    if base ** 9 < 1 << 62:  # one integer per matrix
+        code = np.zeros(len(R), np.int64)
+        for c in range(9):
+            code = code * base + (R[:, c] - lo)
+        ids = np.searchsorted(np.unique(code), code).astype(np.int64)
+    else:
+        ids = np.unique(R, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    ia, ib = ids[:len(Ra)], ids[len(Ra):]
+    delta = tol * np.linalg.norm(np.linalg.inv(cell), axis=0) * (1.0 + 1e-9)
+    n_ids = int(ids.max()) + 1
+    M = np.clip(np.floor(1.0 / (64.0 * delta)), 1, 1 << 20).astype(np.int64)
+    while n_ids * int(np.prod(M)) >= 1 << 62:  # keep the packed key in int64
+        M = np.maximum(M // 2, 1)
+    off = np.array([0.1234567, 0.2345678, 0.3456789])  # any offset: keeps the usual rational translations off edges
+
+    def key(i, q):
+        return ((i * M[0] + q[:, 0]) * M[1] + q[:, 1]) * M[2] + q[:, 2]
+
+    kb = key(ib, np.floor(_wrap01(tb + off) * M).astype(np.int64) % M)
+    order = np.argsort(kb, kind="stable")
+    kb = kb[order]
+    xa = _wrap01(ta + off) * M
+    qa = np.floor(xa).astype(np.int64)
+    r = xa - qa
+    lo, hi = r < delta * M, 1.0 - r < delta * M  # within δ of the lower / upper edge of the bin
+    edge = np.flatnonzero((lo | hi).any(axis=1))
+    ref_idx, pos = [], []
+    for s in itertools.product((-1, 0, 1), repeat=3):  # the bin, and its neighbours where an edge is near
+        if any(s):
+            s = np.asarray(s)
+            use = edge[np.all(np.where(s < 0, lo[edge], True) & np.where(s > 0, hi[edge], True), axis=1)]
+            if not len(use):
+                continue
+        else:
+            use = np.arange(len(Ra))
+        k = key(ia[use], (qa[use] + s) % M)
+        left, right = np.searchsorted(kb, k, "left"), np.searchsorted(kb, k, "right")
+        n = right - left
+        ref_idx.append(np.repeat(use, n))
+        pos.append(np.repeat(left - np.cumsum(n) + n, n) + np.arange(int(n.sum())))
+    i = np.concatenate(ref_idx)
+    j = order[np.concatenate(pos)]
+    ok = np.all(Ra[i] == Rb[j], axis=1) & close(ta[i] - tb[j])
+    return int(np.unique(i[ok]).size)
+
+
+def _spread(a, b) -> float:
+    """max_i ‖Δr_i − mean Δr‖ (Å), Δr the displacement rounded to the nearest image in fractional coordinates."""
+    df = b.get_scaled_positions(wrap=False) - a.get_scaled_positions(wrap=False)
+    d = (df - np.round(df)) @ np.asarray(a.get_cell().array, np.float64)
+    return float(np.max(np.linalg.norm(d - d.mean(axis=0), axis=1))) if len(d) else 0.0
 
 
 def symmetry(ref: Any, stage: Any, symprecs: Sequence[float] = SYMPRECS) -> dict[str, float]:
     """Space-group change, operation retention (count ratio and set based), unique-site change."""
     a, b = _atoms(ref), _atoms(stage)
+    cell = np.asarray(b.get_cell().array, np.float64)
     changed, count_ratio, set_ratio, du = [], [], [], []
+    # loosest symprec first (a P1 proof there carries over); a stage within symprec of a symmetric reference
+    # (rigid shift removed) is likely symmetric too and goes straight to spglib
+    shift = _spread(a, b) if _finite(a, b) and len(a) == len(b) else math.inf
+    data = {}
+    for p in sorted(set(symprecs), reverse=True):
+        da = _dataset(a, p)
+        data[p] = (da, _dataset(b, p, screen=not (da is not None and da["n_ops"] > 1 and shift <= p)))
     for p in symprecs:
-        da, db = symmetry_data(a, p), symmetry_data(b, p)
+        da, db = data[p]
         if da is None or db is None:
             continue
         changed.append(float(da["number"] != db["number"]))
         count_ratio.append(min(db["n_ops"], da["n_ops"]) / da["n_ops"])
-        set_ratio.append(_ops_kept(b, da["rotations"], da["translations"], p) / da["n_ops"])
+        set_ratio.append(_ops_retained(da, db, cell, p) / da["n_ops"])
         du.append(db["n_unique"] - da["n_unique"])
     if not changed:
         nan = math.nan

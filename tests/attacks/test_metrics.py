@@ -132,3 +132,166 @@ def test_force_metrics():
 def test_silicon_has_no_covalent_edges_at_multiplier_one():
     # a documented quirk of the reference's cutoffs: 2 r_cov(Si) = 2.22 Å < the 2.35 Å diamond bond
     assert metrics.edges(bulk("Si", cubic=True)) == set()
+
+
+# ------------------------------------------------------------ brute-force references for the C-backed metrics
+def _brute_retention(ref, stage, symprec):
+    """|S_ref ∩ S_stage| / |S_ref| by the documented per-operation test: a reference operation (W, w) is kept when
+    every stage atom has a same-species partner within τ = symprec Å over explicit periodic images."""
+    import spglib
+
+    ds = spglib.get_symmetry_dataset((ref.cell[:], ref.get_scaled_positions(), ref.numbers), symprec=symprec,
+                                     angle_tolerance=-1)
+    f, Z, cell = stage.get_scaled_positions(), stage.numbers, stage.cell[:]
+    images = np.array(list(itertools.product((-1, 0, 1), repeat=3)), float)
+    kept = 0
+    for W, w in zip(ds.rotations, ds.translations, strict=True):  # one operation at a time
+        g = f @ W.T + w
+        dfrac = g[:, None, :] - f[None, :, :]
+        dfrac -= np.floor(dfrac + 0.5)
+        d = np.linalg.norm((dfrac[:, :, None, :] + images) @ cell, axis=-1).min(axis=2)  # (i, j) over images
+        d[Z[:, None] != Z[None, :]] = np.inf
+        kept += bool(np.all(d.min(axis=1) <= symprec))
+    return kept / len(ds.rotations)
+
+
+def _moved(a, shifts):
+    b = a.copy()
+    b.positions += np.asarray(shifts, float)
+    return b
+
+
+def _retention_cases():
+    cu = bulk("Cu", "fcc", a=3.6, cubic=True)
+    si = bulk("Si", "diamond", a=5.431, cubic=True)
+    mg = bulk("Mg", "hcp", a=3.21, c=5.21)  # hexagonal axes: rotations are not signed permutations
+    cscl = Atoms("CsCl", scaled_positions=[[0, 0, 0], [0.5, 0.5, 0.5]], cell=np.eye(3) * 4.1, pbc=True)
+    one = np.zeros((8, 3))
+    one[0] = [0.0, 0.0, 0.08]
+    pair = np.zeros((8, 3))
+    pair[[0, 1]] = [[0.06, 0.06, 0.06], [-0.06, -0.06, -0.06]]  # along the 0-1 bond: keeps the bond's axis
+    return [
+        (cu, _moved(cu, [[0, 0, 0.05], [0, 0, 0], [0, 0, 0], [0, 0, 0]])),  # one atom along z: C4v at that site
+        (si, _moved(si, one)),
+        (si, _moved(si, pair)),
+        (si, _moved(si, np.tile([0.03, 0.03, 0.03], (8, 1)))),  # a rigid shift: ops with (I − W)δ ≠ 0 are lost
+        (mg, _moved(mg, [[0, 0, 0.06], [0, 0, 0]])),
+        (cscl, _moved(cscl, [[0, 0, 0], [0.0, 0.0, 0.09]])),
+        (si, si.copy()),
+    ]
+
+
+@pytest.mark.parametrize("case", range(7))
+def test_set_retention_equals_brute_force_per_operation(case):
+    ref, stage = _retention_cases()[case]
+    got = metrics.symmetry(ref, stage)
+    brute = float(np.median([_brute_retention(ref, stage, p) for p in metrics.SYMPRECS]))
+    assert got["symmetry_op_retention_doc"] == pytest.approx(brute, abs=1e-12)
+    assert got["symmetry_op_retention_doc"] <= got["symmetry_op_retention"] + 1e-12
+
+
+def test_symmetry_breaking_displacement_lowers_retention():
+    a = bulk("Si", "diamond", a=5.431, cubic=True).repeat((2, 1, 1))  # 16 atoms, Fd-3m in a tetragonal cell:
+    assert metrics.symmetry_data(a, 1e-3)["n_ops"] == 128  # the 16 rotations it keeps x 8 lattice translations
+    same = metrics.symmetry(a, a.copy())
+    assert same["symmetry_op_retention_doc"] == 1.0
+    b = a.copy()
+    b.positions[5] += [0.04, -0.07, 0.02]  # breaks every operation that moves atom 5 (and every pure translation)
+    s = metrics.symmetry(a, b)
+    assert s["symmetry_op_retention_doc"] < 1.0
+    assert s["symmetry_op_retention_doc"] == pytest.approx(float(np.median(
+        [_brute_retention(a, b, p) for p in metrics.SYMPRECS])), abs=1e-12)
+    assert s["space_group_change"] == 1.0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_p1_screen_matches_spglib(seed):
+    """A structure the screen proves P1 gets spglib's P1 dataset; a symmetric one still goes to spglib."""
+    import spglib
+
+    rng = np.random.default_rng(seed)
+    a = bulk("Si", "diamond", a=5.431, cubic=True).repeat((2, 1, 1))
+    a.numbers[rng.choice(len(a), 4, replace=False)] = 6  # two species
+    a.rattle([0.05, 0.002, 0.0003][seed], seed=seed)  # far, near and within the symprecs
+    for p in metrics.SYMPRECS:
+        ds = spglib.get_symmetry_dataset((a.cell[:], a.get_scaled_positions(), a.numbers), symprec=p,
+                                         angle_tolerance=-1)
+        if metrics._screen_p1(a, p):
+            assert ds.number == 1 and len(ds.rotations) == 1
+        for pbc in (True, (True, False, True)):  # spglib takes every axis as periodic, whatever atoms.pbc says
+            a.pbc = pbc
+            mine = metrics.symmetry_data(a, p)
+            assert (mine["number"], mine["n_ops"], mine["n_unique"]) == (
+                ds.number, len(ds.rotations), len(np.unique(ds.equivalent_atoms)))
+    if seed == 0:  # rattled far beyond every symprec: proven P1 without spglib
+        assert all(metrics._screen_p1(a, p) for p in metrics.SYMPRECS)
+    assert not metrics._screen_p1(bulk("Si", "diamond", a=5.431, cubic=True), 1e-3)
+
+
+def _skewed_pair(seed=0):
+    rng = np.random.default_rng(seed)
+    cell = np.array([[5.237, 0.0, 0.0], [2.913, 4.618, 0.0], [1.741, 1.327, 4.452]])
+    a = Atoms("Cu6O6", scaled_positions=rng.random((12, 3)), cell=cell, pbc=True)
+    b = a.copy()
+    b.positions += rng.normal(scale=0.25, size=(12, 3))
+    return a, b
+
+
+def _brute_edges(atoms):
+    from ase.data import covalent_radii
+
+    r = covalent_radii[atoms.numbers]
+    pos, cell = atoms.positions, atoms.cell[:]
+    shifts = np.array(list(itertools.product(range(-3, 4), repeat=3)), float) @ cell
+    E = set()
+    for i in range(len(atoms)):
+        for j in range(len(atoms)):
+            if i != j and np.min(np.linalg.norm(pos[j] + shifts - pos[i], axis=1)) < r[i] + r[j]:
+                E.add((min(i, j), max(i, j)))
+    return E
+
+
+def _brute_rdf(atoms, r_max=6.0, n_bins=60):
+    pos, cell = atoms.positions, atoms.cell[:]
+    shifts = np.array(list(itertools.product(range(-4, 5), repeat=3)), float) @ cell
+    dr = r_max / n_bins
+    counts = np.zeros(n_bins + 1)
+    for i in range(len(atoms)):
+        for j in range(len(atoms)):
+            d = np.linalg.norm(pos[j] + shifts - pos[i], axis=1)
+            d = d[(d > 0) & (d < r_max)]
+            np.add.at(counts, np.ceil(d / dr).astype(int), 1)
+    r = (np.arange(1, n_bins + 1) - 0.5) * dr
+    rho = len(atoms) / atoms.get_volume()
+    return counts[1:] / (len(atoms) * rho * 4 * np.pi * dr * (r * r + dr * dr / 12))
+
+
+def test_graph_metrics_equal_brute_force_in_a_skewed_cell():
+    a, b = _skewed_pair()
+    h = a.get_volume() / np.linalg.norm(np.cross(a.cell[[1, 2, 0]], a.cell[[2, 0, 1]]), axis=1)
+    assert h.min() > 6.0 / 4 and h.min() > 2 * 1.32 / 3  # the brute-force image ranges cover both cutoffs
+    Ea, Eb = _brute_edges(a), _brute_edges(b)
+    assert Ea and Eb and Ea != Eb
+    assert metrics.edges(a) == Ea and metrics.edges(b) == Eb
+    z = {x: np.bincount([k for e in E for k in e], minlength=12) for x, E in (("a", Ea), ("b", Eb))}
+    dz = np.abs(z["b"] - z["a"])
+    t = metrics.topology(a, b)
+    assert (t["edges_before"], t["edges_after"]) == (len(Ea), len(Eb))
+    assert (t["edges_added"], t["edges_removed"]) == (len(Eb - Ea), len(Ea - Eb))
+    assert t["edge_change_count"] == len(Ea ^ Eb)
+    assert t["jaccard_distance"] == pytest.approx(1 - len(Ea & Eb) / len(Ea | Eb), abs=1e-15)
+    assert t["coordination_change_mean"] == pytest.approx(dz.mean(), abs=1e-15)
+    assert t["coordination_change_max"] == dz.max()
+    ga, gb = _brute_rdf(a), _brute_rdf(b)
+    np.testing.assert_allclose(metrics.rdf(a)[1], ga, rtol=1e-12)
+    assert metrics.rdf_l1(a, b)["rdf_l1"] == pytest.approx(np.sum(np.abs(gb - ga)) * 0.1, rel=1e-12)
+
+
+def test_memo_follows_content():
+    """Per-structure results are memoised by content: an in-place change of positions is a new structure."""
+    a, b = _skewed_pair(1)
+    before = metrics.topology(a, b)
+    b.positions[:] = a.positions
+    assert metrics.topology(a, b)["edge_change_count"] == 0 and before["edge_change_count"] > 0
+    metrics.clear_cache()
+    assert metrics.topology(a, b)["edge_change_count"] == 0
