@@ -82,7 +82,7 @@ from jaxcert.units import FS, KB_EV_PER_K
 __all__ = [
     "LangevinConfig", "Trajectory", "VerletResult", "COM_MODES",
     "maxwell_boltzmann", "kinetic_energy", "kinetic_temperature", "center_of_mass",
-    "velocity_verlet", "langevin_coefficients", "langevin_step", "langevin_trajectory", "extend",
+    "velocity_verlet", "langevin_coefficients", "langevin_step", "langevin_trajectory", "extend", "trajectory_details",
     "frame_indices", "frames", "check_thermostat", "noise_key", "TRAJECTORY_NOISE_STREAM",
 ]
 
@@ -480,3 +480,20 @@ def get_trajectory(model: Model, s: Structure, key: jax.Array, config: LangevinC
 
 
 __all__ += ["get_trajectory"]
+
+
+def trajectory_details(traj: Trajectory, config, reused, traj_evals) -> dict:
+    """The details every stat-mech probe reports about the trajectory it read (docs/probes.md §5).
+
+    ``config`` is the probe's config (``n_steps``, ``sample_every`` and ``thermostat.relax_fmax``).
+    """
+    return {
+        "relax_fmax_reached": traj.relax_fmax,
+        "relax_converged": traj.relax_fmax < config.thermostat.relax_fmax,
+        "trajectory": {
+            "reused": reused,
+            "n_steps": jnp.asarray(config.n_steps),
+            "sample_every": jnp.asarray(config.sample_every),
+            "md_evals": traj_evals,
+        },
+    }

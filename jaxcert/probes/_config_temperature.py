@@ -56,7 +56,14 @@ import jax
 import jax.numpy as jnp
 
 from jaxcert.derivatives import EXACT
-from jaxcert.dynamics import LangevinConfig, Trajectory, frame_indices, get_trajectory, kinetic_temperature
+from jaxcert.dynamics import (
+    LangevinConfig,
+    Trajectory,
+    frame_indices,
+    get_trajectory,
+    kinetic_temperature,
+    trajectory_details,
+)
 from jaxcert.model import Model
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, require_atoms, resolve_substrate, score_map
 from jaxcert.stats import block_jackknife
@@ -160,14 +167,7 @@ def config_temperature(model: Model, key: jax.Array, config: ConfigTemperatureCo
         "eps": jnp.asarray(engine.step(ref)),
         "precision": jnp.asarray(8 * jnp.dtype(ref.positions.dtype).itemsize),
         "scale": jnp.asarray(config.scale),
-        "relax_fmax_reached": traj.relax_fmax,
-        "relax_converged": traj.relax_fmax < config.thermostat.relax_fmax,
-        "trajectory": {
-            "reused": reused,
-            "n_steps": jnp.asarray(config.n_steps),
-            "sample_every": jnp.asarray(config.sample_every),
-            "md_evals": traj_evals,
-        },
+        **trajectory_details(traj, config, reused, traj_evals),
         "ratio_series": series,
         "defect_stderr": jk.stderr[0],
         "ratio_stderr": jk.stderr[0],

@@ -60,7 +60,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxcert.derivatives import EXACT
-from jaxcert.dynamics import LangevinConfig, Trajectory, frame_indices, get_trajectory
+from jaxcert.dynamics import LangevinConfig, Trajectory, frame_indices, get_trajectory, trajectory_details
 from jaxcert.model import Model
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, require_atoms, resolve_substrate, score_map
 from jaxcert.stats import block_jackknife
@@ -216,14 +216,7 @@ def equipartition(model: Model, key: jax.Array, config: EquipartitionConfig = Eq
         "eps": jnp.asarray(config.derivatives.step(ref)),
         "precision": jnp.asarray(8 * jnp.dtype(ref.positions.dtype).itemsize),
         "scale": jnp.asarray(config.scale),
-        "relax_fmax_reached": traj.relax_fmax,
-        "relax_converged": traj.relax_fmax < config.thermostat.relax_fmax,
-        "trajectory": {
-            "reused": reused,
-            "n_steps": jnp.asarray(config.n_steps),
-            "sample_every": jnp.asarray(config.sample_every),
-            "md_evals": traj_evals,
-        },
+        **trajectory_details(traj, config, reused, traj_evals),
         "defect_stderr": jk.stderr,
         "R_median_stderr": jk.stderr,
         "n_blocks": jk.n_blocks,

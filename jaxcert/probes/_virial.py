@@ -43,7 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert.dynamics import LangevinConfig, Trajectory, frame_indices, get_trajectory
+from jaxcert.dynamics import LangevinConfig, Trajectory, frame_indices, get_trajectory, trajectory_details
 from jaxcert.model import Model
 from jaxcert.probes.base import ProbeResult, ProbeSkip, ProbeSpec, finalize, register, resolve_substrate, score_map
 from jaxcert.stats import block_jackknife
@@ -116,14 +116,7 @@ def virial(model: Model, key: jax.Array, config: VirialConfig = VirialConfig(),
         "temperature_K": jnp.asarray(config.thermostat.temperature_k),
         "dof": dof,
         "scale": jnp.asarray(config.scale),
-        "relax_fmax_reached": traj.relax_fmax,
-        "relax_converged": traj.relax_fmax < config.thermostat.relax_fmax,
-        "trajectory": {
-            "reused": reused,
-            "n_steps": jnp.asarray(config.n_steps),
-            "sample_every": jnp.asarray(config.sample_every),
-            "md_evals": traj_evals,
-        },
+        **trajectory_details(traj, config, reused, traj_evals),
         "rho_series": W / (2.0 * K),
         "defect_stderr": jk.stderr,
         "rho_vir_stderr": jk.stderr,
