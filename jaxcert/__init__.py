@@ -4,11 +4,10 @@ Core objects: :class:`Structure` (a pytree of positions Å, numbers, cell Å, pb
 masses amu, mask), :class:`Model` (pure energy function, optional force/stress
 heads), :mod:`jaxcert.derivatives` (exact and finite-difference engines),
 :mod:`jaxcert.models` (analytic zoo and defect models), :mod:`jaxcert.substrates`.
-``import jaxcert`` never imports torch.  It adds ``--xla_cpu_multi_thread_eigen=false``
-to ``$XLA_FLAGS`` before JAX's CPU backend starts (:mod:`jaxcert._xla`; docs/install.md).
+``import jaxcert`` never imports torch.
 """
 
-from jaxcert import _xla, derivatives, models, neighbors, units  # noqa: F401 (_xla sets $XLA_FLAGS on import)
+from jaxcert import derivatives, models, neighbors, units
 from jaxcert._lam import LAMBDA_GATE, LambdaResult, lam, lambda_of_jacobian
 from jaxcert._version import __version__
 from jaxcert.model import (

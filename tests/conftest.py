@@ -4,8 +4,6 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax  # noqa: E402
 
-import jaxcert  # noqa: E402, F401  (before any computation: its XLA:CPU defaults, jaxcert/_xla.py)
-
 jax.config.update("jax_enable_x64", True)
 
 # The CLI enables a persistent compilation cache in ~/.cache; tests stay hermetic without it (a per-session
