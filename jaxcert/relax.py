@@ -24,6 +24,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxcert import linalg
 from jaxcert.model import Model
 from jaxcert.structure import Structure
 
@@ -75,7 +76,7 @@ def bfgs(
         safe_a = jnp.where(upd, a, 1.0)
         safe_b = jnp.where(upd, b, 1.0)
         H = jnp.where(upd, H - jnp.outer(df, df) / safe_a - jnp.outer(dg, dg) / safe_b, H)
-        omega, V = jnp.linalg.eigh(H)
+        omega, V = linalg.eigh(H)
         step = (V @ ((f @ V) / jnp.abs(omega))).reshape(-1, 3)
         longest = jnp.sqrt(jnp.max(jnp.sum(step * step, -1)))
         step = step * jnp.minimum(1.0, maxstep / jnp.maximum(longest, 1e-300))

@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert.geometry import det3, is_concrete
+from jaxcert.geometry import det3
 
 __all__ = ["Structure", "StructureError", "stack", "unstack", "validate"]
 
@@ -52,7 +52,6 @@ class StructureError(ValueError):
     """Raised when a structure is physically or numerically invalid."""
 
 
-_is_concrete = is_concrete  # kept for callers not yet moved to jaxcert.geometry.is_concrete
 
 
 @dataclasses.dataclass(frozen=True)

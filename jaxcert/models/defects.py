@@ -72,6 +72,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcert.elements import d_nn
+from jaxcert.geometry import det3, inv3
 from jaxcert.model import Model, strain
 from jaxcert.models._common import N_Z, pair_sum, presence
 from jaxcert.models.morse import quintic_cutoff
@@ -183,7 +184,7 @@ def _energy_stress(fn: Callable[[Any, Structure], jax.Array], params: Any, s: St
     """(1/V) ∂fn/∂ε at ε = 0 (symmetric strain), eV/Å³."""
     zero = jnp.zeros((3, 3), s.positions.dtype)
     g = jax.grad(lambda e: fn(params, strain(s, 0.5 * (e + e.T))))(zero)
-    return g / jnp.abs(jnp.linalg.det(s.cell))
+    return g / jnp.abs(det3(s.cell))
 
 
 def _fmt(x: float) -> str:
@@ -613,10 +614,10 @@ def eggbox(model: Model, strength: float = 0.05, period: float | None = None, gr
             h = s.cell / grid
         else:
             h = per.of(params["period"], s) * jnp.eye(3, dtype=dt)
-        hinv = jnp.linalg.inv(h)
+        hinv = inv3(h)
         m = jnp.asarray(_EGG_M, dt)
         G = 2.0 * jnp.pi * m @ hinv.T  # rows: G_m = 2π h^{-1} m
-        q = jnp.linalg.norm(G, axis=1) * jnp.abs(jnp.linalg.det(h)) ** (1.0 / 3.0) / (2.0 * jnp.pi)
+        q = jnp.linalg.norm(G, axis=1) * jnp.abs(det3(h)) ** (1.0 / 3.0) / (2.0 * jnp.pi)
         w = jnp.exp(-0.5 * (q / _EGG_Q0) ** 2)
         w = w / jnp.sum(w)
         phase = s.positions @ G.T  # (n, nG)
@@ -810,7 +811,7 @@ def parity_stress(model: Model, strength: float = 0.02) -> Model:
 
     def smap(params: dict, s: Structure, sigma: jax.Array) -> jax.Array:
         dt = sigma.dtype
-        f = s.positions @ jnp.linalg.inv(s.cell)
+        f = s.positions @ inv3(s.cell)
         extra = params["strength"].astype(dt) * jnp.sum(_mask(s) * jnp.sin(2.0 * jnp.pi * f[:, 2]))
         e = jnp.zeros((3, 3), dt).at[0, 1].set(1.0).at[1, 0].set(1.0)
         return sigma + extra * e

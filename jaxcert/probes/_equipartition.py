@@ -59,6 +59,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from jaxcert import linalg
 from jaxcert.derivatives import EXACT
 from jaxcert.dynamics import LangevinConfig, Trajectory, frame_indices, get_trajectory, trajectory_details
 from jaxcert.model import Model
@@ -153,7 +154,7 @@ def align_frames(R: jax.Array, R_ref: jax.Array, weights: jax.Array) -> tuple[ja
         jnp.stack([zx - xz, xy + yx, -xx + yy - zz, yz + zy], -1),
         jnp.stack([xy - yx, zx + xz, yz + zy, -xx - yy + zz], -1),
     ], -2)
-    _, vec = jnp.linalg.eigh(N)
+    _, vec = linalg.eigh(N)
     a, b, c, d = (vec[:, k, -1] for k in range(4))  # unit quaternion of the largest eigenvalue
     rot = jnp.stack([
         jnp.stack([a * a + b * b - c * c - d * d, 2 * (b * c - a * d), 2 * (b * d + a * c)], -1),
@@ -177,7 +178,7 @@ def equipartition(model: Model, key: jax.Array, config: EquipartitionConfig = Eq
     H = 0.5 * (H + H.T)
     m3 = jnp.repeat(ref.masses.astype(H.dtype), 3)
     sq = jnp.sqrt(m3)
-    lam, e = jnp.linalg.eigh(H / (sq[:, None] * sq[None, :]))
+    lam, e = linalg.eigh(H / (sq[:, None] * sq[None, :]))
     keep = (jnp.abs(lam) > config.tol_rel * jnp.max(jnp.abs(lam))) & (lam > 0)
 
     idx = frame_indices(config.thermostat.warmup_steps, config.n_steps, config.sample_every)

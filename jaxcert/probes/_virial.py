@@ -44,10 +44,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcert.dynamics import LangevinConfig, Trajectory, frame_indices, get_trajectory, trajectory_details
+from jaxcert.geometry import det3, inv3, is_concrete
 from jaxcert.model import Model
 from jaxcert.probes.base import ProbeResult, ProbeSkip, ProbeSpec, finalize, register, resolve_substrate, score_map
 from jaxcert.stats import block_jackknife
-from jaxcert.structure import Structure, _is_concrete
+from jaxcert.structure import Structure
 from jaxcert.units import KB_EV_PER_K
 
 __all__ = ["VirialConfig", "virial", "internal_kinetic_energy"]
@@ -81,9 +82,9 @@ def internal_kinetic_energy(masses: jax.Array, R: jax.Array, v: jax.Array, mask:
     L = jnp.sum(m * jnp.cross(r, u), axis=0)
     r2 = jnp.sum(m * r * r)
     I = r2 * jnp.eye(3, dtype=R.dtype) - jnp.einsum("i,ij,ik->jk", m[:, 0], r, r)
-    det = jnp.linalg.det(I)
+    det = det3(I)
     good = jnp.abs(det) > 1e-12 * jnp.maximum(jnp.trace(I), 1e-300) ** 3
-    omega = jnp.where(good, jnp.linalg.solve(jnp.where(good, I, jnp.eye(3, dtype=R.dtype)), L), 0.0)
+    omega = jnp.where(good, inv3(jnp.where(good, I, jnp.eye(3, dtype=R.dtype))) @ L, 0.0)
     u_int = u - jnp.cross(omega, r)
     return 0.5 * jnp.sum(m * u_int * u_int)
 
@@ -92,7 +93,7 @@ def virial(model: Model, key: jax.Array, config: VirialConfig = VirialConfig(),
            substrate: Structure | str | None = None, *, trajectory: Trajectory | None = None) -> ProbeResult:
     """ρ_vir = ⟨W⟩/(2⟨K_int⟩) on the shared Langevin trajectory; see the module docstring."""
     s = resolve_substrate(model, substrate, "cluster")
-    if s.n_atoms < 3 or (_is_concrete(s.mask) and s.mask.ndim == 1 and int(np.sum(np.asarray(s.mask))) < 3):
+    if s.n_atoms < 3 or (is_concrete(s.mask) and s.mask.ndim == 1 and int(np.sum(np.asarray(s.mask))) < 3):
         raise ProbeSkip("need at least 3 atoms for the internal (rotation-free) kinetic energy")
     traj, traj_evals, reused = get_trajectory(model, s, key, config.thermostat, config.n_steps, trajectory)
     ref = traj.reference

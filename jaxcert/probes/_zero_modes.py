@@ -62,6 +62,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from jaxcert import linalg
 from jaxcert.derivatives import EXACT
 from jaxcert.model import Model
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, precision_bits, register, resolve_substrate, score_map
@@ -118,14 +119,14 @@ def rigid_basis(s: Structure, linear_tol: float = 1e-6) -> tuple[jax.Array, jax.
     if not s.periodic:
         cols += [jnp.cross(jnp.eye(3, dtype=dt)[a], centred) * m for a in range(3)]
     B = jnp.stack([c.reshape(-1) for c in cols], axis=1)
-    Q, Rq = jnp.linalg.qr(B)  # Gram–Schmidt order Tx, Ty, Tz, Rx, Ry, Rz
+    Q, Rq = linalg.qr(B)  # Gram–Schmidt order Tx, Ty, Tz, Rx, Ry, Rz
     norms = jnp.linalg.norm(B, axis=0)
     rel_tol = max(1e-6, 100 * float(jnp.finfo(dt).eps))
     valid = (jnp.abs(jnp.diagonal(Rq)) > rel_tol * norms) & (norms > 1e-12)  # |R_kk| = remainder of column k
     if s.periodic:
         expected = jnp.asarray(3, jnp.int32)
     else:
-        sv = jnp.linalg.svd(centred, compute_uv=False)
+        sv = linalg.svdvals(centred)
         linear = (sv[1] < linear_tol * sv[0]) | (n_real < 3)
         expected = jnp.where(linear, 5, 6)
     expected = jnp.minimum(expected, 3 * n_real).astype(jnp.int32)
@@ -138,7 +139,7 @@ def spectrum_analysis(Hs: jax.Array, dof_mask: jax.Array, expected: jax.Array, t
     n_pad = jnp.sum(~dof_mask)
     sentinel = -(1.0 + 10.0 * jnp.linalg.norm(Hs))  # below every real eigenvalue
     Hm = jnp.where(dof_mask[:, None] & dof_mask[None, :], Hs, 0.0) + jnp.diag(jnp.where(dof_mask, 0.0, sentinel))
-    lam = jnp.linalg.eigvalsh(Hm)
+    lam = linalg.eigvalsh(Hm)
     k = jnp.arange(lam.shape[0])
     real = k >= n_pad  # the sentinels are the n_pad smallest
     lam_real = jnp.sort(jnp.where(real, lam, jnp.inf))  # real ones first, ascending

@@ -1,0 +1,165 @@
+"""Matrix decompositions that call LAPACK one matrix at a time (``docs/architecture.md`` §4.3).
+
+Why: jaxlib 0.10's CPU LAPACK kernels split a *batched* decomposition (``eigh`` of a
+``(B, m, m)`` array, which is what ``vmap`` over elements produces) into chunks on
+XLA's intra-op thread pool and block the calling pool thread until the chunks are
+done.  When the thunk executor runs as many independent batched decompositions at
+once as the pool has threads (two on a 2-core machine: equipartition's Hessian
+``eigh`` next to its per-frame Kabsch ``eigh``), every pool thread waits for chunks
+that no thread is left to run, and the program never finishes.  Observed here:
+``jaxcert certify --model lj`` on ten elements hung for good in equipartition three
+runs out of three, with ``gdb`` showing both ``tf_XLAEigen`` threads in
+``jax::ParallelBatchMap`` → ``BlockingCounter::Wait`` under ``lapack_dsyevd_ffi`` and
+nothing running.  jaxlib 0.11 builds that parallel path out; 0.10.2 is the newest
+jaxlib on this machine's package index.
+
+What: :func:`eigh`, :func:`eigvalsh`, :func:`svdvals` and :func:`qr` take any
+leading batch dimensions and, under ``vmap`` as well, run the LAPACK routine on one
+matrix per call inside a ``lax.map`` loop (``jax.custom_batching.sequential_vmap``),
+so no call is batched and none waits on the pool.  Each matrix goes through the same
+LAPACK routine; results agree with the batched call to round-off (bit-identical for
+every probe but those that relax with BFGS first: docs/architecture.md §4.3).
+:func:`eigh` and :func:`eigvalsh` carry the first-order perturbation rule as a custom
+JVP written with matrix products only
+(dλ_k = v_kᵀ dA v_k, dV = V (F ∘ Vᵀ dA V) with F_ij = 1/(λ_j − λ_i); the rule JAX's own
+``eigh`` uses), so both forward and reverse mode work through them, as the probes that
+are differentiable with a relaxation switched off need (docs/research.md).
+:func:`svdvals` (dσ_k = u_kᵀ dA v_k) and :func:`qr` (JAX's QR rule, with R⁻¹ formed in the
+loop) carry theirs the same way.  The matrices jaxcert decomposes are at most a few
+hundred wide, so the loop costs nothing measurable next to compilation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax.custom_batching import sequential_vmap
+
+__all__ = ["eigh", "eigvalsh", "svdvals", "qr"]
+
+
+def _one_matrix_at_a_time(fn: Callable[[jax.Array], Any]) -> Callable[[jax.Array], Any]:
+    """``fn`` of one (m, n) matrix → the same over (…, m, n), looping instead of batching."""
+    one = sequential_vmap(fn)
+
+    def apply(a: jax.Array) -> Any:
+        a = jnp.asarray(a)
+        batch = a.shape[:-2]
+        if not batch:
+            return one(a)
+        out = jax.lax.map(one, a.reshape((-1,) + a.shape[-2:]))
+        return jax.tree_util.tree_map(lambda y: y.reshape(batch + y.shape[1:]), out)
+
+    apply.__doc__ = fn.__doc__
+    return apply
+
+
+def _eigh(a: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Eigenvalues (ascending) and eigenvectors (columns) of symmetric (…, m, m); ``jnp.linalg.eigh``."""
+    w, v = jnp.linalg.eigh(a)
+    return w, v
+
+
+def _svdvals(a: jax.Array) -> jax.Array:
+    """Singular values (descending) of (…, m, n); ``jnp.linalg.svd(a, compute_uv=False)``."""
+    return jnp.linalg.svd(a, compute_uv=False)
+
+
+def _qr(a: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Reduced QR of (…, m, n); ``jnp.linalg.qr``."""
+    q, r = jnp.linalg.qr(a)
+    return q, r
+
+
+def _svd(a: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    u, sv, vh = jnp.linalg.svd(a, full_matrices=False)
+    return u, sv, vh
+
+
+def _inv_upper(r: jax.Array) -> jax.Array:
+    return jax.scipy.linalg.solve_triangular(r, jnp.eye(r.shape[-1], dtype=r.dtype), lower=False)
+
+
+def _h(x: jax.Array) -> jax.Array:
+    return jnp.conj(jnp.swapaxes(x, -1, -2))
+
+
+_eigh_loop = _one_matrix_at_a_time(_eigh)
+
+
+@jax.custom_jvp
+def eigh(a: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Eigenvalues (ascending) and eigenvectors (columns) of symmetric (…, m, m); ``jnp.linalg.eigh``."""
+    return _eigh_loop(a)
+
+
+@eigh.defjvp
+def _eigh_jvp(primals: tuple[jax.Array], tangents: tuple[jax.Array]) -> tuple[Any, Any]:
+    (a,), (da,) = primals, tangents
+    w, v = _eigh_loop(a)
+    da = 0.5 * (da + jnp.conj(jnp.swapaxes(da, -1, -2)))  # jnp.linalg.eigh symmetrises its input
+    vdv = jnp.conj(jnp.swapaxes(v, -1, -2)) @ da @ v
+    eye = jnp.eye(a.shape[-1], dtype=w.dtype)
+    f = 1.0 / (eye + w[..., None, :] - w[..., :, None]) - eye  # F_ij = 1/(λ_j − λ_i), 0 on the diagonal
+    return (w, v), (jnp.real(jnp.diagonal(vdv, axis1=-2, axis2=-1)), v @ (f * vdv))
+
+
+def _eigvalsh(a: jax.Array) -> jax.Array:
+    return jnp.linalg.eigvalsh(a)
+
+
+_eigvalsh_loop = _one_matrix_at_a_time(_eigvalsh)
+
+
+@jax.custom_jvp
+def eigvalsh(a: jax.Array) -> jax.Array:
+    """Eigenvalues (ascending) of symmetric (…, m, m); ``jnp.linalg.eigvalsh``."""
+    return _eigvalsh_loop(a)
+
+
+@eigvalsh.defjvp
+def _eigvalsh_jvp(primals: tuple[jax.Array], tangents: tuple[jax.Array]) -> tuple[Any, Any]:
+    _, (dw, _) = _eigh_jvp(primals, tangents)  # dλ_k = v_kᵀ dA v_k; the vectors only for the tangent
+    return _eigvalsh_loop(primals[0]), dw
+
+
+_svdvals_loop = _one_matrix_at_a_time(_svdvals)
+_svd_loop = _one_matrix_at_a_time(_svd)
+_qr_loop = _one_matrix_at_a_time(_qr)
+_inv_upper_loop = _one_matrix_at_a_time(_inv_upper)
+
+
+@jax.custom_jvp
+def svdvals(a: jax.Array) -> jax.Array:
+    """Singular values (descending) of (…, m, n); ``jnp.linalg.svd(a, compute_uv=False)``."""
+    return _svdvals_loop(a)
+
+
+@svdvals.defjvp
+def _svdvals_jvp(primals: tuple[jax.Array], tangents: tuple[jax.Array]) -> tuple[Any, Any]:
+    (a,), (da,) = primals, tangents
+    u, _, vh = _svd_loop(a)
+    ds = jnp.real(jnp.einsum("...ik,...ij,...kj->...k", jnp.conj(u), da, jnp.conj(vh)))  # u_kᴴ dA v_k
+    return _svdvals_loop(a), ds
+
+
+@jax.custom_jvp
+def qr(a: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Reduced QR of (…, m, n) with m ≥ n; ``jnp.linalg.qr``."""
+    return _qr_loop(a)
+
+
+@qr.defjvp
+def _qr_jvp(primals: tuple[jax.Array], tangents: tuple[jax.Array]) -> tuple[Any, Any]:
+    (a,), (da,) = primals, tangents
+    q, r = _qr_loop(a)
+    dx_rinv = da @ _inv_upper_loop(r)
+    qt_dx_rinv = _h(q) @ dx_rinv
+    lower = jnp.tril(qt_dx_rinv, -1)
+    do = lower - _h(lower)  # the skew-symmetric part of Qᴴ dA R⁻¹
+    dq = q @ (do - qt_dx_rinv) + dx_rinv
+    dr = (qt_dx_rinv - do) @ r
+    return (q, r), (dq, dr)
