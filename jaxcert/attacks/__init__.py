@@ -9,7 +9,8 @@ the relax → attack → relax pipeline batched over structures × attacks × ε
 
 Modules: :mod:`~jaxcert.attacks.attacks` (update rules), :mod:`~jaxcert.attacks.losses` (objectives),
 :mod:`~jaxcert.attacks.pipeline` (relax → attack → relax, vmapped grid), :mod:`~jaxcert.attacks.metrics`
-(docs/attacks.md §3 on the host), :mod:`~jaxcert.attacks.crystals` (the 20 crystals of §5, rebuilt from published
+(docs/attacks.md §3 on the host), :mod:`~jaxcert.attacks.report` (``AttackReport``: rows, JSON, table),
+:mod:`~jaxcert.attacks.crystals` (the 20 crystals of §5, rebuilt from published
 data; structure sets; supercells), :mod:`~jaxcert.attacks.sei` (20 Li–C–O–H–P–F crystals standing in for the
 private LiCOHPF set), :mod:`~jaxcert.attacks.contour` (the §4 baseline), :mod:`~jaxcert.attacks.sweep`
 (resumable SQLite store, NPZ arrays, CSV/Parquet export, local or dask executor), :mod:`~jaxcert.attacks.plots`
@@ -43,10 +44,11 @@ from jaxcert.attacks.pipeline import (
     relax_batch,
     run_grid,
 )
+from jaxcert.attacks.report import AttackReport
 
 __all__ = [
     "losses", "Attack", "AttackState", "fgsm", "ifgsm", "pgd", "optax_attack", "run",
     "sign_attack", "min_lattice_length",
     "grad_tolerance", "SIGN_START", "ATTACKS", "AttackSpec", "GridResult", "PipelineConfig", "RunResult", "Stage",
-    "attack_relax", "check_attackable", "relax_attack_relax", "relax_batch", "run_grid",
+    "attack_relax", "check_attackable", "relax_attack_relax", "relax_batch", "run_grid", "AttackReport",
 ]

@@ -13,15 +13,19 @@ import argparse
 import json
 import os
 import sys
+import time
 from typing import Any
 
+import numpy as np
+
 from jaxcert import inputs
-from jaxcert.attacks import AttackSpec, PipelineConfig, crystals, metrics, plots, run_grid
+from jaxcert.attacks import AttackSpec, PipelineConfig, crystals, plots, run_grid
 from jaxcert.attacks.pipeline import check_attackable
+from jaxcert.attacks.report import AttackReport
 from jaxcert.attacks.sweep import Store, SweepProgress, sweep
 from jaxcert.cli._common import load_model, model_args, set_dtype
 from jaxcert.inputs import InputError
-from jaxcert.report import machine, to_jsonable
+from jaxcert.report import to_jsonable
 from jaxcert.structure import Structure
 
 __all__ = ["cmd_attack", "cmd_sweep", "cmd_plot_sweep", "register"]
@@ -122,11 +126,6 @@ def cmd_attack(a: argparse.Namespace) -> int:
     if v["rattle"] > 0:
         atoms.rattle(v["rattle"], seed=v["rattle_seed"])
     dtype = set_dtype(a.dtype)
-    import time
-
-    import numpy as np
-
-
     model = load_model(a.model, a.defect)
     s = Structure.from_ase(atoms, dtype=dtype)
     specs = tuple(AttackSpec(n, 1 if n == "fgsm" else v["n_steps"], v["alpha_ratio"] if n == "pgd" else None,
@@ -136,38 +135,20 @@ def cmd_attack(a: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     g = run_grid(model, [s], v["eps"], v["seeds"], attacks=specs, config=cfg)
     wall = time.perf_counter() - t0
-    rows = [metrics.run_metrics(g, 0, i, e, k) for i in range(len(specs)) for e in range(len(v["eps"]))
-            for k in range(len(v["seeds"]))]
-    keys = ("median_displacement", "max_displacement", "linf_displacement", "max_delta_force", "force_angle_median",
-            "delta_energy", "jaccard_distance", "coordination_change_max", "rdf_l1", "space_group_change",
-            "symmetry_op_retention", "symmetry_op_retention_doc")
     info = {"spec": a.structure, "source": atoms.info.get("jaxcert_source"), "formula": atoms.get_chemical_formula(),
             "n_atoms": len(atoms), "repeats": list(atoms.info.get("supercell", (1, 1, 1))),
             "min_length_A": atoms.info.get("min_length_A", v["min_length"]),
             "cell_lengths_A": np.linalg.norm(atoms.get_cell().array, axis=1).tolist(),
             "rattle_A": v["rattle"], "rattle_seed": v["rattle_seed"]}
+    report = AttackReport.from_grid(g, model.name, structure=info, wall_s=wall, extra_config={
+        "rattle": v["rattle"], "rattle_seed": v["rattle_seed"], "min_length": v["min_length"],
+        "random_start": bool(a.random_start)})
+    first = report.first_relaxation[0]
     print(f"{model.name} on {info['formula']} ({len(atoms)} atoms, {info['source']}); first relaxation: "
-          f"{int(np.asarray(g.ref_steps)[0])} steps, converged={bool(np.asarray(g.ref_converged)[0])}")
-    for r in rows:
-        start = {"uniform": ", uniform random start", "sign": f", random sign start ±{r['random_start_fraction']:g} "
-                 "eps"}.get(r["random_start"], "")
-        print(f"\n{r['attack_label']} eps={r['epsilon']:g} ({r['epsilon_A']:.4g} A, {r['epsilon_percent_min']:.3g}% of "
-              f"min lattice) seed={r['seed']}{start}: second relaxation {r['steps_after']} steps, "
-              f"converged={r['converged_after']}, small_grad_fraction={r['small_grad_fraction']:.3g}")
-        print(f"  {'metric':<28}{'immediate':>14}{'post-relax':>14}")
-        for k in keys:
-            v1, v2 = r["immediate"].get(k, float("nan")), r["post_relaxation"].get(k, float("nan"))
-            print(f"  {k:<28}{v1:>14.6g}{v2:>14.6g}")
-        _print_warnings(r["warnings"])
-    warnings = list(dict.fromkeys(w for r in rows for w in r["warnings"]))
+          f"{first['steps']} steps, converged={first['converged']}")
+    print(report.table())
     if a.json:
-        doc = {"schema": "jaxcert-attack/1", "model": model.name, "structure": a.structure,
-               "formula": atoms.get_chemical_formula(), "structure_info": info, "dtype": a.dtype,
-               "config": vars(cfg) | {"rattle": v["rattle"], "rattle_seed": v["rattle_seed"],
-                                      "min_length": v["min_length"], "random_start": bool(a.random_start)},
-               "warnings": warnings, "wall_s": wall, "machine": machine(), "runs": rows}
-        with open(a.json, "w") as fh:
-            json.dump(to_jsonable(doc), fh, indent=2, allow_nan=False)
+        report.write_json(a.json)
         print(f"wrote {a.json}")
     return 0
 
@@ -381,9 +362,6 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     specs = _sweep_attacks(st["attacks"], st["n_steps"], st["alpha_ratio"], st["random_start"], names["attacks"])
     atoms = _sweep_structures(st, names["structures"])
     dtype = set_dtype(st["dtype"])
-    import numpy as np
-
-
     cfg = PipelineConfig(**cfg_kw)
     model = load_model(st["model"], [str(d) for d in _split(st["defect"])])
     for x in atoms.values():  # the structure checks (distances, cell) before anything is computed
@@ -448,9 +426,6 @@ def _plot_rows(rows: list, out: str, contour: str | None, metrics: str | None = 
 
 def cmd_plot_sweep(a: argparse.Namespace) -> int:
     """``jaxcert plot-sweep DB --out DIR``: metric-vs-ε figures of a sweep store."""
-    import os
-
-
     if not os.path.exists(a.db):
         raise InputError(f"jaxcert plot-sweep: no such store: {a.db!r}")
     where = {k: v for k, v in (("model", a.model), ("dtype", a.dtype)) if v}

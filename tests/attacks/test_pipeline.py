@@ -1,5 +1,7 @@
 """Relax → attack → relax: vmapped grid = Python loop, honest convergence flags, metric rows."""
 
+import json
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -101,3 +103,20 @@ def test_float32_agrees_with_float64_to_round_off(grid):
     assert out["metrics"]["post_relaxation.energy"]["max_abs_diff"] < 1e-4
     assert out["metrics"]["steps_after"]["max_abs_diff"] <= 2
     assert out["verdict_agreement"]["converged_after"] == 1.0
+
+
+def test_attack_report(grid, tmp_path):
+    """AttackReport: one row per (structure, attack, ε, seed) in grid order, strict JSON, a table naming each run."""
+    _, structures, g = grid
+    rep = A.AttackReport.from_grid(g, "sw", structure={"spec": "Si"}, wall_s=1.0)
+    assert len(rep.rows) == len(structures) * 1 * len(EPS) * len(SEEDS)
+    assert [(r["structure"], r["epsilon"], r["seed"]) for r in rep.rows] == [
+        (i, e, k) for i in range(len(structures)) for e in EPS for k in SEEDS]
+    assert [f["converged"] for f in rep.first_relaxation] == [bool(c) for c in np.asarray(g.ref_converged)]
+    path = tmp_path / "a.json"
+    rep.write_json(str(path))
+    doc = json.loads(path.read_text())  # strict: no NaN or Infinity tokens
+    assert doc["schema"] == "jaxcert-attack/1" and doc["model"] == "sw" and len(doc["runs"]) == len(rep.rows)
+    assert doc["config"]["max_steps"] == CFG.max_steps
+    text = rep.table()
+    assert text.count("PGD eps=") == len(rep.rows) and "post-relax" in text

@@ -1,0 +1,104 @@
+"""``AttackReport``: the host-side summary of one relax → attack → relax grid (docs/attacks.md §2, §3).
+
+Data flow: :func:`~jaxcert.attacks.run_grid` returns a :class:`~jaxcert.attacks.GridResult`
+(pytrees of arrays); :meth:`AttackReport.from_grid` turns every run into one metric row
+(:func:`jaxcert.attacks.metrics.run_metrics`) and keeps the metadata; :meth:`AttackReport.to_json`
+and :meth:`AttackReport.table` are what ``jaxcert attack --json`` writes and prints.  The JSON schema
+is ``jaxcert-attack/1`` (docs/attacks.md §8).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+from jaxcert.attacks import metrics
+from jaxcert.attacks.pipeline import GridResult
+from jaxcert.report import machine, to_jsonable
+
+__all__ = ["AttackReport", "TABLE_METRICS"]
+
+#: The metrics :meth:`AttackReport.table` prints per run, immediate and after the second relaxation.
+TABLE_METRICS = (
+    "median_displacement", "max_displacement", "linf_displacement", "max_delta_force", "force_angle_median",
+    "delta_energy", "jaccard_distance", "coordination_change_max", "rdf_l1", "space_group_change",
+    "symmetry_op_retention", "symmetry_op_retention_doc",
+)
+
+
+@dataclasses.dataclass
+class AttackReport:
+    """Metric rows of every (structure, attack, ε, seed) run of a grid, with the run's metadata.
+
+    Attributes:
+      model: the model's name.
+      rows: one dict per run (:func:`jaxcert.attacks.metrics.run_metrics`), in grid order.
+      config: the :class:`~jaxcert.attacks.PipelineConfig` fields and any extra settings.
+      structure: free-form description of the input (CLI: spec, source, formula, repeats, cell lengths).
+      dtype: "float64" or "float32".
+      wall_s: wall time of the grid (compile included), s.
+      first_relaxation: steps and convergence of each reference relaxation.
+    """
+
+    model: str
+    rows: list[dict[str, Any]]
+    config: dict[str, Any]
+    structure: dict[str, Any] = dataclasses.field(default_factory=dict)
+    dtype: str = "float64"
+    wall_s: float = float("nan")
+    first_relaxation: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def from_grid(cls, grid: GridResult, model_name: str, *, structure: dict[str, Any] | None = None,
+                  extra_config: dict[str, Any] | None = None, wall_s: float = float("nan")) -> AttackReport:
+        """Summarise every run of ``grid`` on the host (metrics of docs/attacks.md §3)."""
+        n_s = int(np.asarray(grid.ref_steps).shape[0])
+        shape = (n_s, len(grid.attacks), len(grid.epsilons), len(grid.seeds))
+        rows = [metrics.run_metrics(grid, *idx) for idx in np.ndindex(*shape)]
+        first = [{"steps": int(np.asarray(grid.ref_steps)[i]), "converged": bool(np.asarray(grid.ref_converged)[i]),
+                  "fmax": float(np.asarray(grid.ref_fmax)[i])} for i in range(n_s)]
+        dtype = rows[0]["dtype"] if rows else "float64"
+        return cls(model=model_name, rows=rows, config=vars(grid.config) | dict(extra_config or {}),
+                   structure=dict(structure or {}), dtype=dtype, wall_s=wall_s, first_relaxation=first)
+
+    @property
+    def warnings(self) -> list[str]:
+        """Every run's warnings, each once, in order of first appearance."""
+        return list(dict.fromkeys(w for r in self.rows for w in r["warnings"]))
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``jaxcert-attack/1`` document (strict JSON after :func:`jaxcert.report.to_jsonable`)."""
+        return to_jsonable({
+            "schema": "jaxcert-attack/1", "model": self.model, "structure": self.structure.get("spec"),
+            "formula": self.structure.get("formula"), "structure_info": self.structure, "dtype": self.dtype,
+            "config": self.config, "warnings": self.warnings, "wall_s": self.wall_s, "machine": machine(),
+            "first_relaxation": self.first_relaxation, "runs": self.rows,
+        })
+
+    def write_json(self, path: str) -> None:
+        """Write :meth:`to_json` to ``path`` atomically (a temporary file renamed over it)."""
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "w") as fh:
+            json.dump(self.to_json(), fh, indent=2, allow_nan=False)
+        os.replace(tmp, path)
+
+    def table(self) -> str:
+        """Plain-text summary: per run, the settings, the second relaxation and the metric table."""
+        lines = []
+        for r in self.rows:
+            start = {"uniform": ", uniform random start",
+                     "sign": f", random sign start ±{r['random_start_fraction']:g} eps"}.get(r["random_start"], "")
+            lines.append(f"\n{r['attack_label']} eps={r['epsilon']:g} ({r['epsilon_A']:.4g} A, "
+                         f"{r['epsilon_percent_min']:.3g}% of min lattice) seed={r['seed']}{start}: second relaxation "
+                         f"{r['steps_after']} steps, converged={r['converged_after']}, "
+                         f"small_grad_fraction={r['small_grad_fraction']:.3g}")
+            lines.append(f"  {'metric':<28}{'immediate':>14}{'post-relax':>14}")
+            for k in TABLE_METRICS:
+                v1, v2 = r["immediate"].get(k, float("nan")), r["post_relaxation"].get(k, float("nan"))
+                lines.append(f"  {k:<28}{v1:>14.6g}{v2:>14.6g}")
+            lines.extend(f"  warning: {w}" for w in r["warnings"])
+        return "\n".join(lines)
