@@ -13,23 +13,13 @@ from jaxcert.attacks import losses
 EPS = (1e-4, 2e-4, 0.05)
 
 
-@pytest.fixture(scope="module")
-def setup():
-    model = jaxcert.models.get("sw")
-    a = bulk("Si", cubic=True)
-    a.rattle(0.05, seed=1)
-    s = jaxcert.Structure.from_ase(a, dtype=jnp.float64)
-    s = jaxcert.unstack(model.prepare(jaxcert.stack([s], n_atoms=10)))[0]  # 8 atoms + 2 padding atoms
-    return model, s
-
-
 def _grad(model, s):
     f = jax.jit(jax.grad(lambda R: model.energy_of(model.params, s.replace(positions=R))))
     return np.asarray(f(s.positions))
 
 
-def test_fgsm_moves_each_coordinate_by_exactly_eps_and_raises_energy(setup):
-    model, s = setup
+def test_fgsm_moves_each_coordinate_by_exactly_eps_and_raises_energy(sw_si):
+    model, s = sw_si
     loss = losses.energy(model)
 
     @jax.jit
@@ -54,8 +44,8 @@ def test_fgsm_moves_each_coordinate_by_exactly_eps_and_raises_energy(setup):
     assert ratio[0] == pytest.approx(1.0, abs=0.02) and abs(ratio[1] - 1) > abs(ratio[0] - 1)
 
 
-def test_descend_movable_relative_and_grad_floor(setup):
-    model, s = setup
+def test_descend_movable_relative_and_grad_floor(sw_si):
+    model, s = sw_si
     loss = losses.energy(model)
     movable = np.arange(10) < 4
     L = float(A.min_lattice_length(s.cell))
@@ -78,8 +68,8 @@ def test_descend_movable_relative_and_grad_floor(setup):
     assert (floor == R0).all()
 
 
-def test_ifgsm_and_pgd_stay_in_the_box(setup):
-    model, s = setup
+def test_ifgsm_and_pgd_stay_in_the_box(sw_si):
+    model, s = sw_si
     loss = losses.energy(model)
     eps = 0.05
     keys = jax.vmap(jax.random.PRNGKey)(jnp.arange(3))
@@ -113,8 +103,8 @@ def test_ifgsm_and_pgd_stay_in_the_box(setup):
     assert float(it.small_grad_fraction) == 0.0
 
 
-def test_losses_on_known_cases(setup):
-    model, s = setup
+def test_losses_on_known_cases(sw_si):
+    model, s = sw_si
     double = jaxcert.Model(lambda p, x: 2.0 * model.energy_of(model.params, x), name="2sw", cutoff=model.cutoff)
     F = np.asarray(jax.jit(lambda x: model.forces_of(model.params, x))(s))
     n = int(np.asarray(s.mask).sum())

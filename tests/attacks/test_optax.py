@@ -17,16 +17,6 @@ EPS = 0.05
 
 
 @pytest.fixture(scope="module")
-def sw_si():
-    model = jaxcert.models.get("sw")
-    a = bulk("Si", cubic=True)
-    a.rattle(0.05, seed=1)
-    s = jaxcert.Structure.from_ase(a, dtype=jnp.float64)
-    s = jaxcert.unstack(model.prepare(jaxcert.stack([s], n_atoms=10)))[0]  # 8 atoms + 2 padding atoms
-    return model, s
-
-
-@pytest.fixture(scope="module")
 def lj_ar():
     model = jaxcert.models.get("lj")
     a = bulk("Ar", "fcc", a=5.26, cubic=True)
