@@ -53,41 +53,26 @@ def _one_matrix_at_a_time(fn: Callable[[jax.Array], Any]) -> Callable[[jax.Array
         out = jax.lax.map(one, a.reshape((-1,) + a.shape[-2:]))
         return jax.tree_util.tree_map(lambda y: y.reshape(batch + y.shape[1:]), out)
 
-    apply.__doc__ = fn.__doc__
     return apply
 
 
-def _eigh(a: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Eigenvalues (ascending) and eigenvectors (columns) of symmetric (…, m, m); ``jnp.linalg.eigh``."""
-    w, v = jnp.linalg.eigh(a)
-    return w, v
-
-
-def _svdvals(a: jax.Array) -> jax.Array:
-    """Singular values (descending) of (…, m, n); ``jnp.linalg.svd(a, compute_uv=False)``."""
-    return jnp.linalg.svd(a, compute_uv=False)
-
-
-def _qr(a: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Reduced QR of (…, m, n); ``jnp.linalg.qr``."""
-    q, r = jnp.linalg.qr(a)
-    return q, r
-
-
-def _svd(a: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    u, sv, vh = jnp.linalg.svd(a, full_matrices=False)
-    return u, sv, vh
+def _h(x: jax.Array) -> jax.Array:
+    """Conjugate transpose of the last two axes."""
+    return jnp.conj(jnp.swapaxes(x, -1, -2))
 
 
 def _inv_upper(r: jax.Array) -> jax.Array:
     return jax.scipy.linalg.solve_triangular(r, jnp.eye(r.shape[-1], dtype=r.dtype), lower=False)
 
 
-def _h(x: jax.Array) -> jax.Array:
-    return jnp.conj(jnp.swapaxes(x, -1, -2))
-
-
-_eigh_loop = _one_matrix_at_a_time(_eigh)
+# The one-matrix routines (lambdas: sequential_vmap passes every argument on, and jnp.linalg's keyword
+# options must stay static).
+_eigh_loop = _one_matrix_at_a_time(lambda a: tuple(jnp.linalg.eigh(a)))
+_eigvalsh_loop = _one_matrix_at_a_time(lambda a: jnp.linalg.eigvalsh(a))
+_svdvals_loop = _one_matrix_at_a_time(lambda a: jnp.linalg.svd(a, compute_uv=False))
+_svd_loop = _one_matrix_at_a_time(lambda a: tuple(jnp.linalg.svd(a, full_matrices=False)))
+_qr_loop = _one_matrix_at_a_time(lambda a: tuple(jnp.linalg.qr(a)))
+_inv_upper_loop = _one_matrix_at_a_time(_inv_upper)
 
 
 @jax.custom_jvp
@@ -100,18 +85,11 @@ def eigh(a: jax.Array) -> tuple[jax.Array, jax.Array]:
 def _eigh_jvp(primals: tuple[jax.Array], tangents: tuple[jax.Array]) -> tuple[Any, Any]:
     (a,), (da,) = primals, tangents
     w, v = _eigh_loop(a)
-    da = 0.5 * (da + jnp.conj(jnp.swapaxes(da, -1, -2)))  # jnp.linalg.eigh symmetrises its input
-    vdv = jnp.conj(jnp.swapaxes(v, -1, -2)) @ da @ v
+    da = 0.5 * (da + _h(da))  # jnp.linalg.eigh symmetrises its input
+    vdv = _h(v) @ da @ v
     eye = jnp.eye(a.shape[-1], dtype=w.dtype)
     f = 1.0 / (eye + w[..., None, :] - w[..., :, None]) - eye  # F_ij = 1/(λ_j − λ_i), 0 on the diagonal
     return (w, v), (jnp.real(jnp.diagonal(vdv, axis1=-2, axis2=-1)), v @ (f * vdv))
-
-
-def _eigvalsh(a: jax.Array) -> jax.Array:
-    return jnp.linalg.eigvalsh(a)
-
-
-_eigvalsh_loop = _one_matrix_at_a_time(_eigvalsh)
 
 
 @jax.custom_jvp
@@ -124,12 +102,6 @@ def eigvalsh(a: jax.Array) -> jax.Array:
 def _eigvalsh_jvp(primals: tuple[jax.Array], tangents: tuple[jax.Array]) -> tuple[Any, Any]:
     _, (dw, _) = _eigh_jvp(primals, tangents)  # dλ_k = v_kᵀ dA v_k; the vectors only for the tangent
     return _eigvalsh_loop(primals[0]), dw
-
-
-_svdvals_loop = _one_matrix_at_a_time(_svdvals)
-_svd_loop = _one_matrix_at_a_time(_svd)
-_qr_loop = _one_matrix_at_a_time(_qr)
-_inv_upper_loop = _one_matrix_at_a_time(_inv_upper)
 
 
 @jax.custom_jvp
