@@ -27,7 +27,6 @@ Usage: ``python benchmarks/attacks.py [--structures 4] [--atoms 8] [--out benchm
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pathlib
 import time
@@ -37,13 +36,13 @@ import jax
 jax.config.update("jax_enable_x64", True)
 
 import numpy as np  # noqa: E402
+from _record import finish  # noqa: E402  (benchmarks/_record.py: run as a script from benchmarks/)
 from ase.build import bulk  # noqa: E402
 from ase.calculators.calculator import Calculator, all_changes  # noqa: E402
 from ase.optimize import FIRE  # noqa: E402
 
 import jaxcert  # noqa: E402
 from jaxcert.attacks import AttackSpec, PipelineConfig, run_grid  # noqa: E402
-from jaxcert.report import machine, to_jsonable  # noqa: E402
 
 EPS = (0.01, 0.05, 0.1)
 SEEDS = (42, 43)
@@ -158,25 +157,13 @@ def main(argv=None):
             "median_steps_jax": float(np.median(np.asarray(g.runs.steps))),
             "median_steps_ase": float(np.median([r[1] for r in rows])),
         },
-        "loadavg_start": load_start, "loadavg": os.getloadavg(),
-        "machine": machine(),
         "note": "PGD random starts differ (numpy PCG64 vs jax PRNG), so PGD endpoints agree only statistically.",
     }
-    cores = os.cpu_count() or 1
-    peak = max(load_start[0], result["loadavg"][0])
-    result["machine_loaded"] = bool(peak > 0.75 * cores)
-    result["load_note"] = (f"1-min load average {load_start[0]:.2f} at the start and {result['loadavg'][0]:.2f} at the "
-                           f"end on {cores} cores: "
-                           + ("the machine was loaded by other jobs during the run, so both timings are inflated and "
-                              "the ratio is noisy" if result["machine_loaded"] else "the machine was not loaded"))
     print(f"{n_runs} runs: jaxcert cold {cold:.2f} s ({n_runs / cold:.2f} runs/s), warm {warm:.2f} s "
           f"({n_runs / warm:.2f} runs/s); ASE loop {t_ase:.2f} s ({n_runs / t_ase:.2f} runs/s); "
           f"ratio warm {t_ase / warm:.1f}x, cold {t_ase / cold:.1f}x")
     print("agreement:", result["agreement"])
-    pathlib.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w") as fh:
-        json.dump(to_jsonable(result), fh, indent=2, allow_nan=False)
-    print(f"wrote {args.out}")
+    finish(result, load_start, args.out, "both timings are inflated and the ratio is noisy")
 
 
 if __name__ == "__main__":

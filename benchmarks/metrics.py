@@ -31,7 +31,6 @@ Usage: ``python benchmarks/metrics.py [--sizes 2,3,4,8] [--out benchmarks/result
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pathlib
 import subprocess
@@ -43,11 +42,11 @@ import jax
 jax.config.update("jax_enable_x64", True)
 
 import numpy as np  # noqa: E402
+from _record import finish  # noqa: E402  (benchmarks/_record.py: run as a script from benchmarks/)
 from ase.build import bulk  # noqa: E402
 
 import jaxcert  # noqa: E402
 from jaxcert.attacks import AttackSpec, PipelineConfig, metrics, run_grid  # noqa: E402
-from jaxcert.report import machine, to_jsonable  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 #: The last revision of jaxcert/attacks/metrics.py with the per-operation symmetry test and ASE neighbour lists.
@@ -247,20 +246,8 @@ def main(argv=None):
         "after": {"first": "memo cleared: the reference's lists and datasets computed too (first run of a reference)",
                   "next": "reference memoised (every further run of the same reference in a grid)"},
         "repeats": args.repeats, "sizes": sizes,
-        "loadavg_start": load_start, "loadavg": os.getloadavg(), "machine": machine(),
     }
-    cores = os.cpu_count() or 1
-    peak = max(load_start[0], result["loadavg"][0])
-    result["machine_loaded"] = bool(peak > 0.75 * cores)
-    result["load_note"] = (f"1-min load average {load_start[0]:.2f} at the start and {result['loadavg'][0]:.2f} at the "
-                           f"end on {cores} cores: "
-                           + ("the machine was loaded by other jobs during the run, so the timings are inflated and "
-                              "noisy (best-of-repeats taken)" if result["machine_loaded"] else
-                              "the machine was not loaded"))
-    pathlib.Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w") as fh:
-        json.dump(to_jsonable(result), fh, indent=2, allow_nan=False)
-    print(f"wrote {args.out}")
+    finish(result, load_start, args.out, "the timings are inflated and noisy (best-of-repeats taken)")
 
 
 if __name__ == "__main__":
