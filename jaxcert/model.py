@@ -169,12 +169,12 @@ class Model:
     # ------------------------------------------------------------ raw (pure)
     def energy_of(self, params: Any, s: Structure) -> jax.Array:
         """E(params, s) in eV (pure; ``s`` must be prepared; NaN if its image count does not cover the cell)."""
-        return _guard(s, _call(self.energy_fn, params, s))
+        return _guard(s, self.energy_fn(params, s))
 
     def forces_of(self, params: Any, s: Structure) -> jax.Array:
         """Force output in eV/Å: the direct head if present, else −∇E."""
         if self.forces_fn is not None:
-            F = _guard(s, _call(self.forces_fn, params, s))
+            F = _guard(s, self.forces_fn(params, s))
         else:
             F = _guard(s, -jax.grad(lambda R: self.energy_of(params, s.replace(positions=R)))(s.positions))
         return F * s.mask[..., None].astype(F.dtype)
@@ -194,7 +194,7 @@ class Model:
         if not self.stress_available:
             raise StressUnavailable(f"model {self.name!r} has no stress output")
         if self.stress_fn is not None:
-            return _guard(s, _call(self.stress_fn, params, s))
+            return _guard(s, self.stress_fn(params, s))
         return self.energy_stress_of(params, s)
 
     # -------------------------------------------------- bound conveniences
@@ -248,12 +248,6 @@ def _guard(s: Structure, x: jax.Array) -> jax.Array:
     """
     return x * jnp.where(coverage(s), 1.0, jnp.nan).astype(x.dtype)
 
-
-#: ``fn(params, s)`` as a nested jit keyed on the function: a probe that evaluates the same head on
-#: structures of the same shapes (energy at R, R + δ, under grad, jvp and vmap alike) traces the model
-#: once and reuses that jaxpr and its transformations (JAX caches them by jaxpr), instead of tracing
-#: the model again at every call site; XLA inlines the call, so the compiled program is the same.
-_call = jax.jit(lambda fn, params, s: fn(params, s), static_argnums=0)
 
 _jit_energy = jax.jit(lambda m, s: m.energy_of(m.params, s))
 _jit_forces = jax.jit(lambda m, s: m.forces_of(m.params, s))
