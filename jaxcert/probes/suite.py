@@ -216,15 +216,16 @@ def certify(
         if list(o.elements) != all_elements:
             raise inputs.InputError(f"finished: probe {o.name!r} was run on {o.elements}, this run has {all_elements}")
 
-    batches: dict[str, Any] = {}
+    batches: dict[Any, Any] = {}
 
-    def batch_for(kind: str):
-        if kind not in batches:
-            b, _ = substrates.stacked(kind, elements, dtype=dtype)
-            batches[kind] = model.prepare(b)
-        return batches[kind]
+    def batch_for(kind: str, els: tuple[str, ...] | None = None):
+        els = tuple(elements) if els is None else els
+        if (kind, els) not in batches:
+            b, _ = substrates.stacked(kind, list(els), dtype=dtype)
+            batches[kind, els] = model.prepare(b)
+        return batches[kind, els]
 
-    shared: dict[str, Any] = {}
+    shared_by: dict[tuple[str, ...], dict[str, Any]] = {}
     todo = [n for n in names if not (n in kept and kept[n].config == repr(configs.get(n, PROBES[n].config())))]
     ahead = _compile_ahead(model, todo, configs, batch_for, elements, seed, share_trajectory, compile_workers)
     outcomes: list[ProbeOutcome] = []
@@ -235,6 +236,38 @@ def certify(
     def partial_report():
         return Report.from_outcomes(model=model, elements=all_elements, seed=seed, dtype=str(dtype), agg=agg,
                                     outcomes=outcomes, wall_s=time.perf_counter() - t_start)
+
+    def evaluate(name: str, spec, cfg, els: tuple[str, ...]) -> ProbeOutcome:
+        """The probe on the elements ``els`` in one batch; element k keeps its key whatever the batch."""
+        batch = batch_for(spec.substrate, els)
+        kname = "trajectory" if (name in STATMECH and share_trajectory) else name
+        all_keys = jax.random.split(probe_key(seed, kname), len(elements))
+        keys = all_keys[np.asarray([elements.index(e) for e in els])] if els != tuple(elements) else all_keys
+        extra: dict[str, Any] = {}
+        md_evals = None  # a trajectory made here is charged to this probe (docs/probes.md §5)
+        if name in STATMECH and share_trajectory:
+            ahead.wait("trajectory")
+            extra["trajectory"], fresh = _shared_trajectory(model, batch, keys, cfg, shared_by.setdefault(els, {}))
+            md_evals = np.asarray(extra["trajectory"].n_evals, int) if fresh else None
+        run = _compiled(model, spec, cfg, tuple(extra))
+        res = _to_numpy(_executable(run, (keys, batch, *extra.values()))(keys, batch, *extra.values()))
+        outcome = ProbeOutcome(
+            name=name, target=spec.target, gated=spec.gated, elements=list(els),
+            defect=np.asarray(res.defect, float), score=np.asarray(res.score, float),
+            gate=np.asarray(res.gate, bool), n_evals=np.asarray(res.n_evals, int),
+            status=[STATUS_NAMES[int(c)] for c in np.atleast_1d(res.status)],
+            details=_split_details(res.details, len(els)),
+        )
+        if md_evals is not None:
+            outcome.n_evals = outcome.n_evals + md_evals
+            for k, d in enumerate(outcome.details):
+                if isinstance(d.get("trajectory"), dict):
+                    d["trajectory"]["md_evals"] = md_evals[k]
+        return outcome
+
+    def unsupported_outcome(name: str, spec, els, err: BaseException) -> ProbeOutcome:
+        msg = str(err)
+        return _skipped(name, spec, els, msg[max(msg.find("UnsupportedStructure"), 0):][:500])
 
     for idx, name in enumerate(names):
         spec = PROBES[name]
@@ -247,37 +280,26 @@ def certify(
         t0 = time.perf_counter()
         before = dict(counter) if counter is not None else {}
         try:
-            batch = batch_for(spec.substrate)
-            n = len(elements)
-            kname = "trajectory" if (name in STATMECH and share_trajectory) else name
-            keys = jax.random.split(probe_key(seed, kname), n)
-            extra: dict[str, Any] = {}
-            md_evals = None  # a trajectory made here is charged to this probe (docs/probes.md §5)
             ahead.wait(name)  # its program was traced and compiled ahead (or failed there: then again here)
-            if name in STATMECH and share_trajectory:
-                ahead.wait("trajectory")
-                extra["trajectory"], fresh = _shared_trajectory(model, batch, keys, cfg, shared)
-                md_evals = np.asarray(extra["trajectory"].n_evals, int) if fresh else None
-            run = _compiled(model, spec, cfg, tuple(extra))
-            res = _to_numpy(_executable(run, (keys, batch, *extra.values()))(keys, batch, *extra.values()))
-            outcome = ProbeOutcome(
-                name=name, target=spec.target, gated=spec.gated, elements=list(elements),
-                defect=np.asarray(res.defect, float), score=np.asarray(res.score, float),
-                gate=np.asarray(res.gate, bool), n_evals=np.asarray(res.n_evals, int),
-                status=[STATUS_NAMES[int(c)] for c in np.atleast_1d(res.status)],
-                details=_split_details(res.details, n),
-            )
-            if md_evals is not None:
-                outcome.n_evals = outcome.n_evals + md_evals
-                for k, d in enumerate(outcome.details):
-                    if isinstance(d.get("trajectory"), dict):
-                        d["trajectory"]["md_evals"] = md_evals[k]
+            try:
+                outcome = evaluate(name, spec, cfg, tuple(elements))
+            except Exception as err:  # noqa: BLE001 - one element the model cannot evaluate: retry each alone
+                if not (is_unsupported_structure(err) and len(elements) > 1):
+                    raise
+                parts = []
+                for el in elements:
+                    try:
+                        parts.append(evaluate(name, spec, cfg, (el,)))
+                    except Exception as one_err:  # noqa: BLE001
+                        if not is_unsupported_structure(one_err):
+                            raise
+                        parts.append(unsupported_outcome(name, spec, [el], one_err))
+                outcome = _concat(parts)
         except ProbeSkip as err:
             outcome = _skipped(name, spec, elements, str(err))
         except Exception as err:  # noqa: BLE001 - the suite goes on (§6.2)
             if is_unsupported_structure(err):  # the model cannot evaluate the substrate: a skip, with why
-                msg = str(err)
-                outcome = _skipped(name, spec, elements, msg[max(msg.find("UnsupportedStructure"), 0):][:500])
+                outcome = unsupported_outcome(name, spec, elements, err)
             else:
                 msg = f"{type(err).__name__}: {err}"[:500]
                 outcome = _skipped(name, spec, elements, msg, status="error")
@@ -294,6 +316,19 @@ def certify(
     if progress is not None:
         progress("done", len(names), len(names), last)
     return partial_report()
+
+
+def _concat(parts: list[ProbeOutcome]) -> ProbeOutcome:
+    """One outcome from per-element outcomes of the same probe (in the given order)."""
+    first = parts[0]
+    messages = sorted({p.message for p in parts if p.message})
+    return dataclasses.replace(
+        first, elements=[e for p in parts for e in p.elements],
+        defect=np.concatenate([p.defect for p in parts]), score=np.concatenate([p.score for p in parts]),
+        gate=np.concatenate([p.gate for p in parts]), n_evals=np.concatenate([p.n_evals for p in parts]),
+        status=[st for p in parts for st in p.status], details=[d for p in parts for d in p.details],
+        message="; ".join(messages) or None,
+    )
 
 
 def _with_unsupported(o: ProbeOutcome, all_elements: list[str], unsupported: dict[str, str]) -> ProbeOutcome:

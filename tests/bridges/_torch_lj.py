@@ -16,8 +16,9 @@ class TorchLJ:
     cutoff = RC
     elements = None
 
-    def __init__(self, fail_below: int = 0):
+    def __init__(self, fail_below: int = 0, fail_numbers: tuple[int, ...] = ()):
         self.fail_below = fail_below  # raise for geometries with fewer atoms (a model that cannot do pairs)
+        self.fail_numbers = set(fail_numbers)  # raise for geometries holding these elements
 
     def _pair(self, r2):
         s6 = (SIGMA**2 / r2) ** 3
@@ -29,6 +30,8 @@ class TorchLJ:
         for s, R, h in zip(systems, positions, cells, strict=True):
             if s.n_atoms < self.fail_below:
                 raise RuntimeError(f"graph of {s.n_atoms} atoms has no triplets")
+            if self.fail_numbers & {int(z) for z in np.asarray(s.numbers)}:
+                raise RuntimeError("no embedding for this element")
             atoms = s.to_ase()
             i, j, S = neighbor_list("ijS", atoms, RC)
             keep = i < j if not any(s.pbc) else np.ones(len(i), bool)

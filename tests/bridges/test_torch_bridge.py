@@ -121,6 +121,18 @@ def test_plain_function_and_unsupported_element():
         model.energy(jaxcert.Structure.from_ase(bulk("Si", "diamond", a=5.43)))
 
 
+def test_one_element_the_model_cannot_evaluate_skips_only_that_element():
+    """The batch fails for one element: the probe is rerun per element, the others keep their full-batch results."""
+    clean = jaxcert.certify(jb.from_torch(TorchLJ()), ["Ar", "Ne", "Kr"], probes="equivariance,betti")
+    rep = jaxcert.certify(jb.from_torch(TorchLJ(fail_numbers=(10,))), ["Ar", "Ne", "Kr"], probes="equivariance,betti")
+    for name in ("equivariance", "betti"):
+        o, c = (next(x for x in r.outcomes if x.name == name) for r in (rep, clean))
+        assert o.elements == ["Ar", "Ne", "Kr"] and o.status == ["ok", "skipped", "ok"], o.status
+        assert "could not evaluate" in str(o.details[1])
+        np.testing.assert_array_equal(o.defect[[0, 2]], c.defect[[0, 2]])  # same keys per element, same numbers
+        assert np.isnan(o.defect[1]) and o.gate[[0, 2]].all()
+
+
 def test_model_that_cannot_evaluate_small_structures_is_a_skip():
     """A model failing on dimers/monomers: the trimer and smoothness probes skip with the reason; others run."""
     model = jb.from_torch(TorchLJ(fail_below=4))
