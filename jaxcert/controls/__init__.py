@@ -6,6 +6,90 @@ elastic moduli. Host-side statistics are numpy float64 and vectorised; elastic c
 second derivatives. Private modules, public names re-exported here.
 """
 
+from jaxcert.controls._consensus import (  # the consensus test (docs/controls.md)
+    Adjudication,
+    ConsensusResult,
+    ReReferencedConsensus,
+    adjudicate,
+    consensus_test,
+    rereference_consensus,
+)
+from jaxcert.controls._hull import (  # convex hull and stability (docs/controls.md)
+    DEFAULT_STABILITY_WINDOWS,
+    HullInvariance,
+    HullResult,
+    StabilityScores,
+    StabilityWindowSweep,
+    e_above_hull,
+    hull_invariance,
+    stability_scores,
+    stability_window_sweep,
+)
+from jaxcert.controls._reference import (  # formation energies, Rung-0 and the floor
+    AboveFloor,
+    ElementalReferences,
+    NoiseFloor,
+    Rung0Fit,
+    Rung0Minimality,
+    Rung0Report,
+    SinglePointControl,
+    above_floor,
+    elemental_references,
+    formation_energy,
+    noise_floor,
+    rung0_fit,
+    rung0_minimality,
+    rung0_objective,
+    rung0_report,
+    single_point_control,
+)
 from jaxcert.controls._result import ControlResult, to_jsonable
+from jaxcert.controls._robust import (  # robust statistics and resampling
+    BinnedError,
+    BootstrapResult,
+    CorpusCorrelationTest,
+    CorrelationTest,
+    PolymorphResult,
+    RetentionCurve,
+    TrimmedMAE,
+    TrimSweep,
+    binned_error,
+    cluster_bootstrap,
+    corpus_correlation_test,
+    error_correlation_permutation,
+    median_abs,
+    polymorph_ordering,
+    sg_retention,
+    system_kfold,
+    system_split,
+    trimmed_mae,
+    trimmed_mae_sweep,
+)
 
 __all__ = ["ControlResult", "to_jsonable"]
+__all__ += [  # convex hull and stability
+    "DEFAULT_STABILITY_WINDOWS",
+    "HullInvariance",
+    "HullResult",
+    "StabilityScores",
+    "StabilityWindowSweep",
+    "e_above_hull",
+    "hull_invariance",
+    "stability_scores",
+    "stability_window_sweep",
+]
+__all__ += [  # robust statistics and resampling
+    "BinnedError", "BootstrapResult", "CorpusCorrelationTest", "CorrelationTest", "PolymorphResult",
+    "RetentionCurve", "TrimmedMAE", "TrimSweep", "binned_error", "cluster_bootstrap", "corpus_correlation_test",
+    "error_correlation_permutation", "median_abs", "polymorph_ordering", "sg_retention", "system_kfold",
+    "system_split", "trimmed_mae", "trimmed_mae_sweep",
+]
+__all__ += [  # formation energies, Rung-0 and the floor
+    "AboveFloor", "ElementalReferences", "NoiseFloor", "Rung0Fit", "Rung0Minimality", "Rung0Report",
+    "SinglePointControl", "above_floor", "elemental_references", "formation_energy", "noise_floor", "rung0_fit",
+    "rung0_minimality", "rung0_objective", "rung0_report", "single_point_control",
+]
+__all__ += [  # the consensus test
+    "Adjudication", "ConsensusResult", "ReReferencedConsensus", "adjudicate", "consensus_test",
+    "rereference_consensus",
+]
