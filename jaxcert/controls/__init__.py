@@ -14,6 +14,16 @@ from jaxcert.controls._consensus import (  # the consensus test (docs/controls.m
     consensus_test,
     rereference_consensus,
 )
+from jaxcert.controls._eos import (  # equations of state and the Δ metric (docs/controls.md)
+    DELTA_VOLUME_FACTORS,
+    EV_PER_A3_IN_GPA,
+    EosFit,
+    EosScan,
+    birch_murnaghan_energy,
+    birch_murnaghan_fit,
+    delta_gauge,
+    eos_scan,
+)
 from jaxcert.controls._hull import (  # convex hull and stability (docs/controls.md)
     DEFAULT_STABILITY_WINDOWS,
     HullInvariance,
@@ -92,4 +102,8 @@ __all__ += [  # formation energies, Rung-0 and the floor
 __all__ += [  # the consensus test
     "Adjudication", "ConsensusResult", "ReReferencedConsensus", "adjudicate", "consensus_test",
     "rereference_consensus",
+]
+__all__ += [  # equations of state and the Δ metric
+    "DELTA_VOLUME_FACTORS", "EV_PER_A3_IN_GPA", "EosFit", "EosScan", "birch_murnaghan_energy",
+    "birch_murnaghan_fit", "delta_gauge", "eos_scan",
 ]

@@ -38,3 +38,24 @@ def get(name: str) -> Any:
 def names() -> dict[str, str]:
     """Registered data-set names with a one-line description each."""
     return {k: d for k, (_, d) in sorted(_REGISTRY.items())}
+
+
+# Loaders: one private module each (pymatgen is never imported; its data files are located and read).
+from jaxcert.datasets._aflow_prototypes import load_aflow_prototypes  # noqa: E402
+from jaxcert.datasets._dcdft import load_dcdft  # noqa: E402
+from jaxcert.datasets._moduli import load_experimental_moduli, load_reference_states  # noqa: E402
+from jaxcert.datasets._mp2020 import load_mp2020_corrections  # noqa: E402
+from jaxcert.datasets._mp_raw_vs_exp import load_mp_raw_vs_exp  # noqa: E402
+
+register("dcdft", load_dcdft,
+         "71 elemental crystals, WIEN2k PBE EOS (V0 Å3/atom, B0 GPa, B') + experiment for 58 (ASE)")
+register("mp-raw-vs-exp", load_mp_raw_vs_exp,
+         "334 compounds: raw MP GGA(+U) formation energy vs experimental enthalpy, eV/atom (pymatgen)")
+register("mp2020-corrections", load_mp2020_corrections,
+         "MP2020 anion and GGA/GGA+U mixing constants, eV per atom of the corrected species (pymatgen)")
+register("aflow-prototypes", load_aflow_prototypes,
+         "288 AFLOW prototype structures with an all-metal filter (pymatgen)")
+register("experimental-moduli", load_experimental_moduli,
+         "experimental K, G, E (GPa) and Poisson ratio per element, magnetic-3d flag (pymatgen)")
+register("ase-reference-states", load_reference_states,
+         "ASE's reference crystal structure and lattice constant per element (ase.data)")
