@@ -32,7 +32,7 @@ import numpy as np
 from ase.data import chemical_symbols
 
 from jaxcert.geometry import det3, is_concrete
-from jaxcert.neighbors import coverage, with_images
+from jaxcert.neighbors import DENSE, SPARSE_MIN_ATOMS, auto_neighbors, coverage, with_images
 from jaxcert.structure import Structure, StructureError
 
 __all__ = ["Model", "StressUnavailable", "UnsupportedElement", "UnsupportedStructure", "strain", "voigt",
@@ -132,10 +132,12 @@ class Model:
         return s.periodic and self.stress_available
 
     def prepare(self, s: Structure) -> Structure:
-        """Validate elements and set the static image count for the model's cutoff.
+        """Validate elements, set the static image count and choose the neighbour path for the model's cutoff.
 
-        Call outside ``jit`` (the bound conveniences and every jaxcert probe do).
-        A no-op on traced structures that already carry ``images``.
+        Call outside ``jit`` (the bound conveniences and every jaxcert probe do).  Structures of at least
+        :data:`jaxcert.neighbors.SPARSE_MIN_ATOMS` atom slots whose cell holds three search radii per periodic
+        axis get an O(N) cell list (:func:`jaxcert.neighbors.auto_neighbors`); ``neighbor_list=DENSE`` keeps
+        the dense path.  A no-op on traced structures that already carry ``images``.
         """
         if self.elements is not None and is_concrete(s.numbers):
             nums = np.asarray(s.numbers)[np.asarray(s.mask)]
@@ -144,12 +146,17 @@ class Model:
                 names = ", ".join(f"{chemical_symbols[z]} (Z={z})" for z in bad)
                 ok = ", ".join(chemical_symbols[z] for z in self.elements)
                 raise UnsupportedElement(f"model {self.name!r} has no parameters for {names}; it supports {ok}")
+        need_images = s.periodic and s.images is None
+        may_list = (s.neighbor_list != DENSE and s.n_atoms >= SPARSE_MIN_ATOMS and is_concrete(s.positions)
+                    and is_concrete(s.numbers))
+        if not (need_images or may_list):
+            return s
+        rc = self.cutoff_for(s)
+        if rc is None:
+            return s
         if s.periodic and s.images is None:
-            rc = self.cutoff_for(s)
-            if rc is None:
-                return s
-            return with_images(s, rc)
-        return s
+            s = with_images(s, rc)
+        return auto_neighbors(s, rc)
 
     def cutoff_for(self, s: Structure) -> float | None:
         """The cutoff in Å for ``s`` (concrete numbers needed if it depends on them)."""

@@ -26,10 +26,39 @@ displacement into NaN (never a silently wrong energy).
 For many-body terms a capacity-limited table (:func:`neighbor_table`) keeps the
 ``capacity`` nearest candidates per atom, with an overflow check that again
 yields NaN.
+
+Cell-list construction (large cells, O(N)).  A structure that carries a
+:class:`CellListSpec` (static; set by :func:`with_cell_list`, or automatically by
+:meth:`jaxcert.Model.prepare` for large cells, ``docs/architecture.md`` "Neighbour
+lists") gets its candidates from a cell list instead.  The atoms are binned by
+fractional coordinate into ``cells[a]`` cells per axis (a sort and a scatter,
+jittable at a static cell capacity), each at least one search radius wide in the
+direction normal to the other two lattice vectors, so two atoms within the radius
+are always in neighbouring cells, for any skew; each atom takes the atoms of its
+neighbouring cells (27 with three or more cells per axis) as candidates.  The
+minimum image is unique because the search radius is below half of every plane
+spacing.  The candidates within the search radius (the cutoff plus a Verlet skin)
+are compacted to ``capacity`` slots per atom and stored in the structure
+(:class:`NeighborState`); the stored list is reused while no pair can have entered
+the cutoff (:func:`is_fresh`), and rebuilt otherwise (:func:`update`, which loops
+call once per step).  Selection uses stop-gradient positions; the returned
+displacements ``r_j − r_i − ⌊f_j − f_i⌉·h`` are smooth in (R, h), exactly as on the
+dense path, so forces, stress and mixed second derivatives stay exact.
+Non-periodic axes (slabs, clusters) are binned over the atoms' extent along a
+direction normal to the periodic ones.  A full cell, a full neighbour row, or a
+cell strained until its plane spacing no longer holds the static number of cells
+turns every displacement into NaN (never a silently truncated list);
+:func:`with_cell_list` then sizes a new list on the host.
+
+The binning is written here rather than taken from jax-md's ``partition``: importing
+``jax_md`` runs JAX code at import (``jax_md.rigid_body``, ``jax_md.nn``) and took
+31 s on this 2-core machine under load, which would dominate a cold start; its cell
+list also handles only orthorhombic or upper-triangular boxes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Any, NamedTuple
 
@@ -40,7 +69,9 @@ import numpy as np
 from jaxcert.geometry import det3, inv3, is_concrete, plane_spacings
 from jaxcert.structure import Structure, StructureError
 
-__all__ = ["Pairs", "image_counts", "with_images", "coverage", "pairs", "neighbor_table"]
+__all__ = ["Pairs", "image_counts", "with_images", "coverage", "pairs", "neighbor_table", "CellListSpec",
+           "with_cell_list", "cell_list_fits", "dense_pairs", "listed_pairs", "auto_neighbors", "SPARSE_MIN_ATOMS",
+           "DENSE", "NeighborState", "build", "is_fresh", "update"]
 
 #: Relative margin on the cutoff when counting images (strain, drift of the cell).
 IMAGE_MARGIN = 0.05
@@ -130,12 +161,22 @@ def _shift_vectors(images: tuple[int, int, int]) -> np.ndarray:
 
 
 def pairs(s: Structure, cutoff: float) -> Pairs:
-    """All (atom, neighbour, image) candidates of an unbatched structure.
+    """Neighbour candidates of an unbatched structure: the cell list if ``s`` carries one, else dense.
 
-    Differentiable in ``s.positions`` and ``s.cell``.  ``cutoff`` (Å) sets the
-    image count (if ``s.images`` is unset and the cell is concrete) and the
-    coverage check; pairs beyond the cutoff are still returned (masking them is
-    the model's cutoff function's job, which keeps derivatives smooth).
+    Differentiable in ``s.positions`` and ``s.cell`` on both paths.  Pairs beyond the
+    cutoff may still be returned (masking them is the model's cutoff function's job,
+    which keeps derivatives smooth); every pair within it is.
+    """
+    if isinstance(s.neighbor_list, CellListSpec):
+        return listed_pairs(s, cutoff)
+    return dense_pairs(s, cutoff)
+
+
+def dense_pairs(s: Structure, cutoff: float) -> Pairs:
+    """All (atom, neighbour, image) candidates of an unbatched structure, O(N²·images).
+
+    ``cutoff`` (Å) sets the image count (if ``s.images`` is unset and the cell is
+    concrete) and the coverage check.
     """
     if s.positions.ndim != 2:
         raise ValueError("pairs takes an unbatched structure; vmap over batches")
@@ -195,3 +236,318 @@ def neighbor_table(s: Structure, cutoff: float, capacity: int) -> Pairs:
     mask = take(p.mask)
     r = jnp.sqrt(jnp.where(mask, jnp.sum(dR * dR, -1), 1.0))
     return Pairs(dR=dR, r=r, mask=mask, j=take(p.j))
+
+
+# --------------------------------------------------------------------------- cell lists
+
+#: Structures with at least this many atom slots get a cell list from :meth:`jaxcert.Model.prepare`
+#: when the cell allows one (every periodic plane spacing above two search radii).
+SPARSE_MIN_ATOMS = 256
+
+#: ``structure.replace(neighbor_list=DENSE)`` keeps a structure on the dense path whatever its size.
+DENSE = "dense"
+
+
+@dataclasses.dataclass(frozen=True)
+class CellListSpec:
+    """Static shape of a cell list (a hashable meta field of :class:`~jaxcert.Structure`).
+
+    Attributes:
+      cutoff: search radius in Å: the model's cutoff plus ``skin``.
+      cells: cells per axis (at least 1).
+      cell_capacity: atom slots per cell.
+      capacity: neighbour slots per atom.
+      skin: Verlet skin in Å: a stored list stays valid while 2·max|u| + r_s·‖F − 1‖_F < skin, with u the
+        atoms' displacements from the positions it was built at (after the affine part of the cell change F)
+        and r_s the search radius.
+    """
+
+    cutoff: float
+    cells: tuple[int, int, int]
+    cell_capacity: int
+    capacity: int
+    skin: float = 0.0
+
+
+class NeighborState(NamedTuple):
+    """A stored Verlet list (array leaves of :class:`~jaxcert.Structure`'s ``neighbor_state``).
+
+    Attributes:
+      idx: (n, capacity) neighbour indices within the search radius at build time (n = empty slot).
+      positions: (n, 3) positions it was built at, Å.
+      cell: (3, 3) cell it was built at, Å.
+      ok: False if the build overflowed a capacity or the cell no longer holds its cells (results are NaN).
+    """
+
+    idx: jax.Array
+    positions: jax.Array
+    cell: jax.Array
+    ok: jax.Array
+
+
+def _bin(t: jax.Array, cells: tuple[int, int, int], capacity: int):
+    """Cell table (n_cells, capacity) of atom indices (n = empty slot), each atom's cell (n, 3), overflow flag."""
+    n = t.shape[0]
+    c = jnp.floor(t).astype(jnp.int32)  # (n, 3), each in [0, cells[a])
+    flat = (c[:, 0] * cells[1] + c[:, 1]) * cells[2] + c[:, 2]
+    order = jnp.argsort(flat, stable=True)
+    sorted_cells = flat[order]
+    rank = jnp.arange(n) - jnp.searchsorted(sorted_cells, sorted_cells, side="left")
+    table = jnp.full((cells[0] * cells[1] * cells[2], capacity), n, jnp.int32)
+    table = table.at[sorted_cells, rank].set(order.astype(jnp.int32), mode="drop")
+    return table, c, jnp.any(rank >= capacity)
+
+
+def _search_frame(cell: jax.Array, pbc: tuple[bool, bool, bool]) -> jax.Array:
+    """Rows: the lattice vectors of the periodic axes, unit vectors normal to them for the others."""
+    dt = cell.dtype
+    per = [a for a in range(3) if pbc[a]]
+    rows = [cell[a] for a in range(3)]
+    if len(per) == 3:
+        return cell
+    if len(per) == 2:
+        n = jnp.cross(cell[per[0]], cell[per[1]])
+        rows[3 - sum(per)] = n / jnp.linalg.norm(n)
+    elif len(per) == 1:
+        a = cell[per[0]] / jnp.linalg.norm(cell[per[0]])
+        trial = jnp.where(jnp.abs(a[0]) < 0.9, jnp.asarray([1.0, 0, 0], dt), jnp.asarray([0, 1.0, 0], dt))
+        e1 = trial - (trial @ a) * a
+        e1 = e1 / jnp.linalg.norm(e1)
+        others = [b for b in range(3) if b != per[0]]
+        rows[others[0]], rows[others[1]] = e1, jnp.cross(a, e1)
+    else:
+        rows = list(jnp.eye(3, dtype=dt))
+    return jnp.stack(rows)
+
+
+def _spacings(h: jax.Array) -> jax.Array:
+    vol = jnp.abs(det3(h))
+    cross = jnp.stack([jnp.cross(h[1], h[2]), jnp.cross(h[2], h[0]), jnp.cross(h[0], h[1])])
+    return vol / jnp.linalg.norm(cross, axis=1)
+
+
+def _scaled(s: Structure, spec: CellListSpec):
+    """Stop-gradient cell coordinates t in [0, cells) per axis, and whether the static cells still fit."""
+    R = jax.lax.stop_gradient(s.positions)
+    h = _search_frame(jax.lax.stop_gradient(s.cell), s.pbc)
+    f = R @ inv3(h)
+    n = jnp.asarray(spec.cells, R.dtype)
+    real = s.mask[:, None]
+    lo = jnp.min(jnp.where(real, f, jnp.inf), axis=0)
+    hi = jnp.max(jnp.where(real, f, -jnp.inf), axis=0)
+    # non-periodic axes: the atoms' extent (Å along a unit vector), at least cells * radius long
+    length = jnp.maximum(hi - lo + 1e-6, n * spec.cutoff)
+    pbc = np.asarray(s.pbc)
+    u = jnp.where(pbc, f - jnp.floor(f), (f - lo) / length)
+    t = jnp.clip(u * n, 0.0, n * (1.0 - 1e-12))
+    t = jnp.where(real, t, 0.0)  # padding atoms: any cell (masked later), never a NaN
+    fits = jnp.all(jnp.where(pbc, (_spacings(h) >= n * spec.cutoff) & (_spacings(h) > 2 * spec.cutoff), True))
+    return t, fits
+
+
+def cell_list_fits(cell: Any, pbc: tuple[bool, bool, bool], cutoff: float) -> bool:
+    """True when a cell list can serve radius ``cutoff`` (Å): every periodic plane spacing > 2 radii, so the
+    minimum image is the only image within reach (concrete cell)."""
+    w = _spacings(_search_frame(jnp.asarray(cell, jnp.float64), pbc))
+    return bool(all(float(w[a]) > 2.0 * cutoff for a in range(3) if pbc[a]))
+
+
+def _offsets(cells: tuple[int, int, int]) -> list[tuple[int, ...]]:
+    """Neighbouring-cell offsets, each cell once: (−1, 0, 1) per axis, (0, 1) with two cells, (0,) with one."""
+    per_axis = [(-1, 0, 1) if n >= 3 else tuple(range(n)) for n in cells]
+    return list(itertools.product(*per_axis))
+
+
+def _candidates(s: Structure, spec: CellListSpec):
+    """(n, n_offsets·cell_capacity) candidate indices (n = empty), and the cell table's overflow flag and fit."""
+    t, fits = _scaled(s, spec)
+    table, c, overflow = _bin(t, spec.cells, spec.cell_capacity)
+    d = jnp.asarray(_offsets(spec.cells), jnp.int32)
+    nb = (c[:, None, :] + d[None, :, :]) % jnp.asarray(spec.cells, jnp.int32)  # (n, n_offsets, 3)
+    flat = (nb[..., 0] * spec.cells[1] + nb[..., 1]) * spec.cells[2] + nb[..., 2]
+    return _take(table, flat).reshape(s.n_atoms, -1), overflow, fits
+
+
+def _take(x: jax.Array, idx: jax.Array) -> jax.Array:
+    """``x[idx]`` along axis 0 for in-range indices (``mode="clip"``: ~10× faster on CPU than ``x[idx]``)."""
+    return jnp.take(x, idx, axis=0, mode="clip")
+
+
+def _min_image(s: Structure, j: jax.Array, i: jax.Array | None = None) -> jax.Array:
+    """r_j − r_i − ⌊f_j − f_i⌉·h on the periodic axes, for neighbour indices j of shape (n, m).
+
+    The wrap is taken from the fractional coordinates held constant; the 3×3 products are written out
+    elementwise (XLA's CPU dot is slow on (n·m, 3) × (3, 3)).
+    """
+    R = s.positions
+    dR = _take(R, j) - R[:, None, :]
+    if s.periodic:
+        h = s.cell
+        f = jax.lax.stop_gradient(R @ inv3(h))
+        df = _take(f, j) - f[:, None, :]
+        wrap = jax.lax.stop_gradient(jnp.round(df) * jnp.asarray(s.pbc, R.dtype))
+        dR = dR - (wrap[..., 0:1] * h[0] + wrap[..., 1:2] * h[1] + wrap[..., 2:3] * h[2])
+    return dR
+
+
+def _compact(keep: jax.Array, capacity: int) -> jax.Array:
+    """Column index of the k-th kept entry of each row, for k < capacity (the row length where fewer)."""
+    n, m = keep.shape
+    slot = jnp.cumsum(keep, axis=1) - 1
+    rows = jnp.broadcast_to(jnp.arange(n)[:, None], (n, m))
+    cols = jnp.broadcast_to(jnp.arange(m)[None, :], (n, m))
+    out = jnp.full((n, capacity), m, jnp.int32)
+    return out.at[rows, jnp.where(keep, slot, capacity)].set(cols.astype(jnp.int32), mode="drop")
+
+
+def build(s: Structure) -> NeighborState:
+    """A fresh Verlet list of an unbatched structure with a :class:`CellListSpec` (jittable, O(N))."""
+    spec = s.neighbor_list
+    n = s.n_atoms
+    cand, cell_overflow, fits = _candidates(s, spec)
+    valid = (cand < n) & (cand != jnp.arange(n)[:, None])
+    jc = jnp.where(valid, cand, 0)
+    d0 = jax.lax.stop_gradient(_min_image(s, jc))
+    within = valid & (jnp.sum(d0 * d0, -1) < spec.cutoff**2) & _take(s.mask, jc) & s.mask[:, None]
+    count = jnp.sum(within, axis=1)
+    col = _compact(within, spec.capacity)
+    idx = jnp.where(col < cand.shape[1], jnp.take_along_axis(jc, col, axis=1, mode="clip"), n)
+    ok = fits & ~cell_overflow & (jnp.max(count) <= spec.capacity)
+    R, h = jax.lax.stop_gradient(s.positions), jax.lax.stop_gradient(s.cell)
+    return NeighborState(idx=idx.astype(jnp.int32), positions=R, cell=h, ok=ok)
+
+
+def is_fresh(s: Structure, state: NeighborState) -> jax.Array:
+    """True while ``state`` still holds every pair within the model's cutoff (the skin criterion of the spec)."""
+    spec = s.neighbor_list
+    R, h = jax.lax.stop_gradient(s.positions), jax.lax.stop_gradient(s.cell)
+    if s.periodic:
+        F = inv3(state.cell) @ h  # rows: r = f h = f h_ref F
+        strain = jnp.sqrt(jnp.sum((F - jnp.eye(3, dtype=h.dtype)) ** 2))
+        df = R @ inv3(h) - state.positions @ inv3(state.cell)
+        df = df - jnp.round(df) * jnp.asarray(s.pbc, R.dtype)
+        u = df @ h
+    else:
+        strain, u = jnp.zeros((), R.dtype), R - state.positions
+    umax = jnp.sqrt(jnp.max(jnp.where(s.mask, jnp.sum(u * u, -1), 0.0)))
+    return 2.0 * umax + spec.cutoff * strain < spec.skin
+
+
+def update(s: Structure) -> Structure:
+    """``s`` with its Verlet list rebuilt if it went stale (jittable); a no-op on the dense path.
+
+    Loops over positions (relaxations, MD, attacks) call this once per step, so the model's own calls
+    find a fresh list and only gather ``capacity`` neighbours per atom.
+    """
+    if not isinstance(s.neighbor_list, CellListSpec):
+        return s
+    if s.positions.ndim != 2:
+        return jax.vmap(update)(s)
+    state = s.neighbor_state
+    if state is None:
+        return s.replace(neighbor_state=build(s))
+    fresh = is_fresh(s, state)
+    new = jax.lax.cond(fresh, lambda: state, lambda: build(s))
+    return s.replace(neighbor_state=new)
+
+
+def listed_pairs(s: Structure, cutoff: float) -> Pairs:
+    """Neighbour candidates of an unbatched structure from its Verlet list (see the module docstring), O(N).
+
+    The stored list is used while it is fresh (:func:`is_fresh`); otherwise a new one is built here
+    (``lax.cond``: only when needed, except under ``vmap``, where both branches run).
+    """
+    spec = s.neighbor_list
+    if s.positions.ndim != 2:
+        raise ValueError("pairs takes an unbatched structure; vmap over batches")
+    if is_concrete(cutoff) and float(cutoff) > spec.cutoff - spec.skin + 1e-9:
+        raise StructureError(f"the structure's cell list was built for a cutoff of {spec.cutoff - spec.skin:.4f} "
+                             f"Å, below the {float(cutoff):.4f} Å asked for; call with_cell_list again")
+    n = s.n_atoms
+    state = s.neighbor_state
+    if state is None:
+        state = build(s)
+    else:
+        state = jax.lax.cond(is_fresh(s, state), lambda: state, lambda: build(s))
+    mask = state.idx < n
+    j = jnp.where(mask, state.idx, 0)
+    # NaN by multiplication: the energy AND every derivative of it are NaN after an overflow
+    dR = _min_image(s, j) * jnp.where(state.ok, 1.0, jnp.nan).astype(s.positions.dtype)
+    r = jnp.sqrt(jnp.where(mask, jnp.sum(dR * dR, axis=-1), 1.0))
+    return Pairs(dR=dR, r=r, mask=mask, j=j)
+
+
+def with_cell_list(s: Structure, cutoff: float, skin: float | None = None, slack: float = 1.25) -> Structure:
+    """``s`` with a :class:`CellListSpec` sized on the host for ``cutoff`` (Å) and a fresh Verlet list.
+
+    The search radius is ``cutoff + skin`` (default skin: ``max(0.5 Å, IMAGE_MARGIN·cutoff)``); cells per axis
+    ``floor(w_a / radius)`` (``w_a`` the plane spacing; non-periodic axes from the atoms' extent); cell and
+    neighbour capacities are the largest counts found (cell occupancy, matscipy's C neighbour list) times
+    ``slack``, plus one.  Batched structures share one spec.
+
+    Raises:
+      StructureError: the cell is too small for a cell list (a periodic plane spacing of at most two radii).
+    """
+    from matscipy.neighbours import neighbour_list  # noqa: PLC0415 - host-side C neighbour list
+
+    if not (is_concrete(s.positions) and is_concrete(s.cell)):
+        raise StructureError("with_cell_list needs a concrete structure: call it outside jit")
+    skin = max(0.5, IMAGE_MARGIN * float(cutoff)) if skin is None else float(skin)
+    rc = float(cutoff) + skin
+    R = np.asarray(s.positions, np.float64).reshape(-1, s.n_atoms, 3)
+    H = np.asarray(s.cell, np.float64).reshape(-1, 3, 3)
+    M = np.asarray(s.mask).reshape(-1, s.n_atoms)
+    cells, cell_cap, cap = None, 1, 1
+    for Rb, hb, mb in zip(R, H, M, strict=True):
+        if not cell_list_fits(hb, s.pbc, rc):
+            raise StructureError(f"the cell is too small for a cell list at {rc:.3f} Å (a periodic plane spacing "
+                                 f"is at most {2 * rc:.3f} Å): use the dense path")
+        h = np.asarray(_search_frame(jnp.asarray(hb), s.pbc))
+        f = Rb[mb] @ np.linalg.inv(h)
+        w = np.asarray(_spacings(jnp.asarray(h)))
+        ext = np.where(s.pbc, w, np.ptp(f, axis=0) + 1e-6)
+        nb = tuple(int(max(1, np.floor(ext[a] / rc))) for a in range(3))
+        cells = nb if cells is None else tuple(min(x, y) for x, y in zip(cells, nb, strict=True))
+    probe = CellListSpec(cutoff=rc, cells=cells, cell_capacity=1, capacity=1, skin=skin)
+    for Rb, hb, mb in zip(R, H, M, strict=True):
+        one = s.replace(positions=jnp.asarray(Rb), cell=jnp.asarray(hb), mask=jnp.asarray(mb), neighbor_list=None,
+                        neighbor_state=None)
+        t, _ = _scaled(one, probe)
+        cid = np.floor(np.asarray(t)[mb]).astype(int)
+        occ = np.bincount(np.ravel_multi_index(cid.T, cells), minlength=int(np.prod(cells)))
+        cell_cap = max(cell_cap, int(occ.max()) + int((~mb).sum()))  # padding atoms all sit in cell 0
+        box = hb if any(s.pbc) else np.eye(3) * (np.ptp(Rb[mb], axis=0) + 2 * rc + 1.0)
+        i = neighbour_list("i", positions=Rb[mb], cell=box, pbc=np.asarray(s.pbc), cutoff=rc)
+        cap = max(cap, int(np.bincount(i, minlength=int(mb.sum())).max()) if len(i) else 1)
+    spec = CellListSpec(cutoff=rc, cells=cells, cell_capacity=int(np.ceil(cell_cap * slack)) + 1,
+                        capacity=int(np.ceil(cap * slack)) + 1, skin=skin)
+    out = s.replace(neighbor_list=spec, neighbor_state=None)
+    return out.replace(neighbor_state=_build_jit(out).neighbor_state)
+
+
+@jax.jit
+def _build_jit(s: Structure) -> Structure:
+    return update(s)
+
+
+def auto_neighbors(s: Structure, cutoff: float, min_atoms: int | None = None) -> Structure:
+    """The automatic choice of :meth:`jaxcert.Model.prepare`: a cell list for large cells, else ``s`` unchanged.
+
+    A cell list is set when ``s`` has at least ``min_atoms`` (default :data:`SPARSE_MIN_ATOMS`) atom slots,
+    carries no choice yet (``neighbor_list`` None; :data:`DENSE` or a spec are kept, except that a spec built
+    for a smaller cutoff is rebuilt), and every cell of the batch has periodic plane spacings above two search radii.
+    """
+    spec = s.neighbor_list
+    if isinstance(spec, CellListSpec):
+        if spec.cutoff - spec.skin >= float(cutoff) - 1e-9 or not is_concrete(s.positions):
+            return s
+        return with_cell_list(s.replace(neighbor_list=None, neighbor_state=None), cutoff)
+    if spec is not None or not (is_concrete(s.positions) and is_concrete(s.cell)):
+        return s
+    if s.n_atoms < (SPARSE_MIN_ATOMS if min_atoms is None else min_atoms):
+        return s
+    rc = float(cutoff) + max(0.5, IMAGE_MARGIN * float(cutoff))
+    cells = np.asarray(s.cell, np.float64).reshape(-1, 3, 3)
+    if not all(cell_list_fits(h, s.pbc, rc) for h in cells):
+        return s
+    return with_cell_list(s, cutoff)

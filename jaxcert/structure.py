@@ -71,6 +71,8 @@ class Structure:
     pbc: tuple[bool, bool, bool] = (False, False, False)
     images: tuple[int, int, int] | None = None
     image_cutoff: float | None = None
+    neighbor_list: Any = None  # a jaxcert.neighbors.CellListSpec (static), or None for the dense path
+    neighbor_state: Any = None  # a jaxcert.neighbors.NeighborState (array leaves: the stored Verlet list) or None
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -208,8 +210,8 @@ class Structure:
 
 jax.tree_util.register_dataclass(
     Structure,
-    data_fields=["positions", "numbers", "cell", "masses", "mask"],
-    meta_fields=["pbc", "images", "image_cutoff"],
+    data_fields=["positions", "numbers", "cell", "masses", "mask", "neighbor_state"],
+    meta_fields=["pbc", "images", "image_cutoff", "neighbor_list"],
 )
 
 
@@ -324,6 +326,8 @@ def stack(structures: Sequence[Structure], n_atoms: int | None = None) -> Struct
                 mask=jnp.concatenate([s.mask, jnp.zeros(k, bool)]),
                 images=None,
                 image_cutoff=None,
+                neighbor_list=None,
+                neighbor_state=None,
             )
         )
     images, image_cutoff = None, None
