@@ -15,20 +15,27 @@ own honest ``converged`` flag and step count):
 
 Convergence: max_i ‖F_i‖ < ``fmax`` (eV/Å), tested before each step as in ASE.
 Padding atoms have zero force and never move.
+
+:func:`relax_cell` relaxes positions and cell together: FIRE (ASE's defaults) on
+the degrees of freedom of ASE's ``FrechetCellFilter`` (positions in the starting
+cell's frame and N·log 𝔽 of the deformation gradient, with the virial as the
+cell force); see its docstring.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from jaxcert import linalg
-from jaxcert.model import Model
+from jaxcert import linalg, neighbors
+from jaxcert.geometry import det3, inv3, is_concrete
+from jaxcert.model import Model, strain
+from jaxcert.neighbors import with_images
 from jaxcert.structure import Structure
 
-__all__ = ["RelaxResult", "bfgs", "fire"]
+__all__ = ["RelaxResult", "CellRelaxResult", "bfgs", "fire", "relax_cell"]
 
 
 class RelaxResult(NamedTuple):
@@ -58,15 +65,16 @@ def bfgs(
     dt = s.positions.dtype
     n3 = 3 * s.n_atoms
 
-    def forces(R):
-        return model.forces_of(params, s.replace(positions=R))
+    def forces(R, nbrs):
+        t = neighbors.update(s.replace(positions=R, neighbor_state=nbrs))  # Verlet list: rebuilt when stale
+        return model.forces_of(params, t), t.neighbor_state
 
     def cond(c):
-        R, F, H, r0, f0, k = c
+        R, F, H, r0, f0, k, _ = c
         return (_fmax(F) >= fmax) & (k < max_steps)
 
     def body(c):
-        R, F, H, r0, f0, k = c
+        R, F, H, r0, f0, k, nbrs = c
         r, f = R.reshape(-1), F.reshape(-1)
         dr_, df = r - r0, f - f0
         a = dr_ @ df
@@ -81,14 +89,15 @@ def bfgs(
         longest = jnp.sqrt(jnp.max(jnp.sum(step * step, -1)))
         step = step * jnp.minimum(1.0, maxstep / jnp.maximum(longest, 1e-300))
         Rn = R + step
-        return Rn, forces(Rn), H, r, f, k + 1
+        Fn, nbrs = forces(Rn, nbrs)
+        return Rn, Fn, H, r, f, k + 1, nbrs
 
-    F0 = forces(s.positions)
+    F0, nbrs0 = forces(s.positions, s.neighbor_state)
     H0 = alpha * jnp.eye(n3, dtype=dt)
-    init = (s.positions, F0, H0, jnp.zeros(n3, dt), jnp.zeros(n3, dt), jnp.asarray(0))
-    R, F, _, _, _, k = jax.lax.while_loop(cond, body, init)
+    init = (s.positions, F0, H0, jnp.zeros(n3, dt), jnp.zeros(n3, dt), jnp.asarray(0), nbrs0)
+    R, F, _, _, _, k, nbrs = jax.lax.while_loop(cond, body, init)
     fm = _fmax(F)
-    return RelaxResult(s.replace(positions=R), fm, k, fm < fmax)
+    return RelaxResult(s.replace(positions=R, neighbor_state=nbrs), fm, k, fm < fmax)
 
 
 def fire(
@@ -109,15 +118,16 @@ def fire(
     s = model.prepare(s)
     params = model.params
 
-    def forces(R):
-        return model.forces_of(params, s.replace(positions=R))
+    def forces(R, nbrs):
+        t = neighbors.update(s.replace(positions=R, neighbor_state=nbrs))  # Verlet list: rebuilt when stale
+        return model.forces_of(params, t), t.neighbor_state
 
     def cond(c):
-        R, v, F, dt, a, n_pos, k = c
+        R, v, F, dt, a, n_pos, k, _ = c
         return (_fmax(F) >= fmax) & (k < max_steps)
 
     def body(c):
-        R, v, F, dt, a, n_pos, k = c
+        R, v, F, dt, a, n_pos, k, nbrs = c
         vf = jnp.sum(F * v)
         fnorm = jnp.sqrt(jnp.sum(F * F))
         vnorm = jnp.sqrt(jnp.sum(v * v))
@@ -136,12 +146,222 @@ def fire(
         norm = jnp.sqrt(jnp.sum(dR * dR))
         dR = dR * jnp.minimum(1.0, maxstep / jnp.maximum(norm, 1e-300))
         Rn = R + dR
-        return Rn, v, forces(Rn), dt, a, n_pos, k + 1
+        Fn, nbrs = forces(Rn, nbrs)
+        return Rn, v, Fn, dt, a, n_pos, k + 1, nbrs
 
     dt0 = s.positions.dtype
-    F0 = forces(s.positions)
+    F0, nbrs0 = forces(s.positions, s.neighbor_state)
     init = (s.positions, jnp.zeros_like(s.positions), F0, jnp.asarray(dt_start, dt0), jnp.asarray(a_start, dt0),
-            jnp.asarray(0), jnp.asarray(0))
-    R, _, F, _, _, _, k = jax.lax.while_loop(cond, body, init)
+            jnp.asarray(0), jnp.asarray(0), nbrs0)
+    R, _, F, _, _, _, k, nbrs = jax.lax.while_loop(cond, body, init)
     fm = _fmax(F)
-    return RelaxResult(s.replace(positions=R), fm, k, fm < fmax)
+    return RelaxResult(s.replace(positions=R, neighbor_state=nbrs), fm, k, fm < fmax)
+
+
+class CellRelaxResult(NamedTuple):
+    """Result of :func:`relax_cell`.
+
+    Attributes:
+      structure: relaxed positions and cell (static fields of the input kept).
+      fmax: the reached convergence measure, max over the N + 3 rows of the filter's generalised forces
+        (eV/Å; ASE's ``opt.run(fmax)`` criterion on a ``FrechetCellFilter``).
+      smax: max |σ_ij + p δ_ij| at the end (eV/Å³, ASE sign, p the applied pressure; 1 GPa = 6.2415e-3 eV/Å³).
+      stress: the final stress (3, 3) in eV/Å³ (without the applied pressure).
+      steps: FIRE steps taken.
+      converged: ``fmax`` below the force threshold and, when one was given, ``smax`` below the stress
+        threshold (False as well when an output turned NaN, e.g. the cell outgrew its static image count).
+    """
+
+    structure: Structure
+    fmax: jax.Array
+    smax: jax.Array
+    stress: jax.Array
+    steps: jax.Array
+    converged: jax.Array
+
+
+#: Scaling-and-squaring parameters of :func:`_expm3`: X/2^8 is Taylor-expanded to order 12.
+_EXPM_SQUARINGS = 8
+_EXPM_ORDER = 12
+
+
+def _expm3(X: jax.Array) -> jax.Array:
+    """exp(X) of a 3×3 matrix: a fixed-order Taylor polynomial of X/2⁸, squared eight times.
+
+    For ‖X‖ ≤ 8 (a deformation gradient up to e⁸, far beyond any cell a relaxation can reach with a
+    static image count) the truncation error ‖X/256‖¹³/13! is below 10⁻²⁵, so the result equals
+    ``scipy.linalg.expm`` to round-off.  A fixed polynomial (no norm-dependent branches, unlike
+    ``jax.scipy.linalg.expm``) compiles to a few small matrix products and differentiates exactly.
+    """
+    A = X / (2.0 ** _EXPM_SQUARINGS)
+    eye = jnp.eye(3, dtype=X.dtype)
+    P = eye
+    for k in range(_EXPM_ORDER, 0, -1):  # Horner: I + A/1 (I + A/2 (I + ...))
+        P = eye + (A @ P) / k
+    for _ in range(_EXPM_SQUARINGS):
+        P = P @ P
+    return P
+
+
+def _forces_and_stress(model: Model, params, s: Structure) -> tuple[jax.Array, jax.Array]:
+    """(forces eV/Å, stress eV/Å³): one reverse pass over (R, ε) for a conservative model, else the heads."""
+    if model.forces_fn is not None or model.stress_fn is not None or not model.stress_available:
+        return model.forces_of(params, s), model.stress_of(params, s)
+
+    def energy(R, e):
+        return model.energy_of(params, strain(s.replace(positions=R), 0.5 * (e + e.T)))
+
+    gR, ge = jax.grad(energy, argnums=(0, 1))(s.positions, jnp.zeros((3, 3), s.positions.dtype))
+    return -gR * s.mask[:, None].astype(gR.dtype), ge / jnp.abs(det3(s.cell))
+
+
+def relax_cell(
+    model: Model,
+    s: Structure,
+    fmax: float = 0.02,
+    smax: float | None = None,
+    max_steps: int = 500,
+    *,
+    mask: Any = None,
+    scalar_pressure: float = 0.0,
+    exp_cell_factor: float | None = None,
+    image_margin: float = 0.25,
+    dt_start: float = 0.1,
+    dt_max: float = 1.0,
+    maxstep: float = 0.2,
+    n_min: int = 5,
+    f_inc: float = 1.1,
+    f_dec: float = 0.5,
+    a_start: float = 0.1,
+    f_a: float = 0.99,
+) -> CellRelaxResult:
+    r"""Relax positions and cell together: FIRE on ASE's ``FrechetCellFilter`` coordinates (pure, jittable).
+
+    The paper's relaxation protocol (seed 001, Methods: "ASE FIRE with a FrechetCellFilter ... maximum force
+    0.02 eV/Å, capped at 500 steps"; the defaults), written in JAX so that it runs under ``jit`` and ``vmap``
+    (``lax.while_loop``, a per-structure convergence test; docs/controls.md, "Elastic constants").
+
+    Coordinates (those of ``ase.filters.FrechetCellFilter``; E. B. Tadmor et al., PRB 59, 235 (1999) for
+    the unit-cell filter, the matrix-logarithm cell variable after JuLIP's ``expcell``): with the starting
+    cell h₀ (rows = lattice vectors) and the deformation gradient 𝔽 (cell h = h₀𝔽ᵀ, positions r = x𝔽ᵀ),
+    the degrees of freedom are the N atom rows x (positions in the starting frame) and the three rows of
+    X = c·log 𝔽, c = ``exp_cell_factor`` (default: the number of real atoms N, ASE's default).  Their
+    generalised forces are
+
+    .. math::  f_x = f\,𝔽, \qquad
+               f_X = \frac1c\, D\exp_{\log 𝔽}^{*}\!\big[W 𝔽^{-T}\big], \quad W = -V(\sigma + p I),
+
+    with f the model's force output (eV/Å), σ its stress output (ASE sign: negative under compression),
+    p = ``scalar_pressure`` (eV/Å³) and D exp* the adjoint of the Fréchet derivative of the matrix
+    exponential (a vector–Jacobian product of ``jax.scipy.linalg.expm``: ASE forms the same sum from
+    ``scipy.linalg.expm_frechet`` component by component).  For a conservative model f_X = −∂E/∂X.
+    FIRE (:func:`fire`'s update, ASE's defaults) moves the (N + 3, 3) array; its step is capped at
+    ``maxstep`` in the norm of the whole array, as ASE's FIRE does.
+
+    Convergence, tested before each step as in ASE: the largest row norm of the (N + 3, 3) generalised
+    forces is below ``fmax`` (ASE's criterion on the filter; a cell row of size ≈ |σ|·V/N, so
+    ``fmax`` = 0.02 eV/Å bounds the stress at about 0.02/(V/N) eV/Å³, ≈ 0.27 GPa for Cu), and, if
+    ``smax`` (eV/Å³) is given, max |σ_ij + p δ_ij| below ``smax`` as well (an explicit stress criterion,
+    which ASE does not have; use it before computing elastic constants).
+
+    Args:
+      model: the potential (forces and stress outputs are used as they are, direct heads included).
+      s: a structure periodic along all three axes; unbatched (use ``jax.vmap`` over a stacked batch).
+      fmax: force threshold in eV/Å on the filter's generalised forces.
+      smax: optional stress threshold in eV/Å³.
+      max_steps: step cap (the paper's 500).
+      mask: which Voigt components (xx yy zz yz xz xy) of the cell deformation relax, (6,) bools or 0/1
+        (may be traced); ``None`` = all.  Masked components of the cell force and of log 𝔽 stay zero.  All
+        False gives a fixed-cell FIRE of the positions, step for step :func:`fire`, that also returns the
+        stress.  (ASE masks the virial and 𝔽 − I instead of log 𝔽; the two agree for masks that are all
+        True or all False and for diagonal cells with diagonal masks.)
+      scalar_pressure: applied pressure p in eV/Å³ (enthalpy E + pV; ASE's ``scalar_pressure``).
+      exp_cell_factor: c above; ``None`` = the number of real atoms.
+      image_margin: relative margin of the static periodic image count over the cutoff, set on a concrete
+        input before the loop so that a cell that shrinks while it relaxes keeps every neighbour (outputs
+        turn NaN, and ``converged`` False, if it shrinks beyond it).
+      dt_start, dt_max, maxstep, n_min, f_inc, f_dec, a_start, f_a: FIRE parameters (ASE's defaults).
+
+    Returns:
+      :class:`CellRelaxResult`.
+    """
+    if s.positions.ndim == 2 and not all(s.pbc):
+        raise ValueError(f"s: relax_cell needs a cell periodic along all three axes, got pbc={s.pbc}")
+    if is_concrete(s.cell) and is_concrete(s.numbers):
+        rc = model.cutoff_for(s)
+        if rc is not None:
+            s = with_images(s, rc, margin=image_margin)
+    s = model.prepare(s)
+    params = model.params
+    h0 = s.cell
+    dtype = s.positions.dtype
+    n = s.n_atoms
+    real = s.mask.astype(dtype)
+    c = jnp.sum(real) if exp_cell_factor is None else jnp.asarray(exp_cell_factor, dtype)
+    eye = jnp.eye(3, dtype=dtype)
+    if mask is None:
+        m3 = jnp.ones((3, 3), dtype)
+    else:
+        mv = jnp.asarray(mask).astype(dtype).reshape(6)
+        m3 = jnp.stack([jnp.stack([mv[0], mv[5], mv[4]]), jnp.stack([mv[5], mv[1], mv[3]]),
+                        jnp.stack([mv[4], mv[3], mv[2]])])
+
+    def geometry(x, X):
+        Fd = _expm3(X / c)
+        return s.replace(positions=x @ Fd.T, cell=h0 @ Fd.T), Fd
+
+    def generalised_forces(x, X):
+        st, Fd = geometry(x, X)
+        f, sigma = _forces_and_stress(model, params, st)
+        W = -jnp.abs(det3(st.cell)) * (sigma + scalar_pressure * eye)
+        U = (W * m3) @ inv3(Fd.T)
+        _, pullback = jax.vjp(_expm3, X / c)
+        gX = pullback(U)[0] * m3 / c
+        return jnp.concatenate([(f @ Fd) * real[:, None], gX]), sigma
+
+    def measure(G, sigma):
+        fm = _fmax(G)
+        sm = jnp.max(jnp.abs(sigma + scalar_pressure * eye))
+        ok = fm < fmax
+        if smax is not None:
+            ok = ok & (sm < smax)
+        return fm, sm, ok
+
+    def cond(c_):
+        y, v, G, sigma, dt, a, n_pos, k = c_
+        go = ~measure(G, sigma)[2] & (k < max_steps) & jnp.all(jnp.isfinite(G))
+        return (k < 0) | go
+
+    def body(c_):
+        # Iteration k = -1 only evaluates the starting point (G = 0 there, so the step is zero): one copy of
+        # the model in the compiled loop instead of two (a start-up evaluation outside it).
+        y, v, G, sigma, dt, a, n_pos, k = c_
+        vf = jnp.sum(G * v)
+        gnorm = jnp.sqrt(jnp.sum(G * G))
+        vnorm = jnp.sqrt(jnp.sum(v * v))
+        first = k <= 0  # ASE: velocities start at zero; no mixing and no dt/α update on the first step
+        up = vf > 0
+        v_mixed = (1 - a) * v + a * G / jnp.maximum(gnorm, 1e-300) * vnorm
+        grow = up & (n_pos > n_min)
+        dt_new = jnp.where(up, jnp.where(grow, jnp.minimum(dt * f_inc, dt_max), dt), dt * f_dec)
+        a_new = jnp.where(up, jnp.where(grow, a * f_a, a), a_start)
+        dt = jnp.where(first, dt, dt_new)
+        a = jnp.where(first, a, a_new)
+        n_pos = jnp.where(first, n_pos, jnp.where(up, n_pos + 1, 0))
+        v = jnp.where(first, v, jnp.where(up, v_mixed, jnp.zeros_like(v)))
+        v = v + dt * G
+        dy = dt * v
+        norm = jnp.sqrt(jnp.sum(dy * dy))
+        dy = dy * jnp.minimum(1.0, maxstep / jnp.maximum(norm, 1e-300))
+        y = y + dy
+        G, sigma = generalised_forces(y[:n], y[n:])
+        return y, v, G, sigma, dt, a, n_pos, k + 1
+
+    y0 = jnp.concatenate([s.positions, jnp.zeros((3, 3), dtype)])
+    zero = jnp.zeros_like(y0)
+    init = (y0, zero, zero, jnp.zeros((3, 3), dtype), jnp.asarray(dt_start, dtype), jnp.asarray(a_start, dtype),
+            jnp.asarray(0), jnp.asarray(-1))
+    y, _, G, sigma, _, _, _, k = jax.lax.while_loop(cond, body, init)
+    fm, sm, ok = measure(G, sigma)
+    st, _ = geometry(y[:n], y[n:])
+    return CellRelaxResult(st, fm, sm, sigma, k, ok)

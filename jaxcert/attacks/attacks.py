@@ -97,6 +97,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxcert import neighbors
 from jaxcert.structure import Structure
 
 __all__ = [
@@ -312,7 +313,7 @@ def sign_attack(
         small = jnp.sum((jnp.abs(g0) < grad_tolerance(dt)) & mov[:, None]) / n_mov
         proj = jnp.asarray(project, bool)
         return AttackState(
-            structure=s.replace(positions=R), origin=R0, epsilon=eps, alpha=a,
+            structure=neighbors.update(s.replace(positions=R)), origin=R0, epsilon=eps, alpha=a,
             n_steps=jnp.asarray(n_steps, jnp.int32), project=proj,
             step=jnp.asarray(0, jnp.int32), movable=mov, small_grad_fraction=small,
             grad_max=jnp.max(jnp.abs(g0)), opt_state=transform(R0, eps, a, mov, proj).init(R),
@@ -327,8 +328,8 @@ def sign_attack(
         active = state.step < state.n_steps
         Rn = jnp.where(active, Rn, R)
         opt_state = jax.tree.map(lambda new, old: jnp.where(active, new, old), opt_state, state.opt_state)
-        return state._replace(structure=s.replace(positions=Rn), step=state.step + active.astype(jnp.int32),
-                              opt_state=opt_state)
+        moved = neighbors.update(s.replace(positions=Rn))  # a Verlet list (large cells) is rebuilt when stale
+        return state._replace(structure=moved, step=state.step + active.astype(jnp.int32), opt_state=opt_state)
 
     return Attack(init, update, int(max_steps))
 
