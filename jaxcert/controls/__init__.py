@@ -6,6 +6,16 @@ elastic moduli. Host-side statistics are numpy float64 and vectorised; elastic c
 second derivatives. Private modules, public names re-exported here.
 """
 
+from jaxcert.controls._benchmark import (  # the offline mini-benchmark (docs/controls.md, section 14)
+    COMPARISONS,
+    DEFAULT_MODELS,
+    DEFAULT_PANEL,
+    SECTIONS,
+    BenchmarkConfig,
+    benchmark_html,
+    headline_text,
+    run_benchmark,
+)
 from jaxcert.controls._consensus import (  # the consensus test (docs/controls.md)
     Adjudication,
     ConsensusResult,
@@ -13,6 +23,16 @@ from jaxcert.controls._consensus import (  # the consensus test (docs/controls.m
     adjudicate,
     consensus_test,
     rereference_consensus,
+)
+from jaxcert.controls._elastic import (  # elastic constants (docs/controls.md)
+    VRH,
+    ElasticTensor,
+    FiniteStrainElastic,
+    ModuliComparison,
+    compare_moduli,
+    elastic_tensor,
+    finite_strain_elastic,
+    vrh,
 )
 from jaxcert.controls._eos import (  # equations of state and the Δ metric (docs/controls.md)
     DELTA_VOLUME_FACTORS,
@@ -106,4 +126,12 @@ __all__ += [  # the consensus test
 __all__ += [  # equations of state and the Δ metric
     "DELTA_VOLUME_FACTORS", "EV_PER_A3_IN_GPA", "EosFit", "EosScan", "birch_murnaghan_energy",
     "birch_murnaghan_fit", "delta_gauge", "eos_scan",
+]
+__all__ += [  # elastic constants
+    "VRH", "ElasticTensor", "FiniteStrainElastic", "ModuliComparison", "compare_moduli", "elastic_tensor",
+    "finite_strain_elastic", "vrh",
+]
+__all__ += [  # the offline mini-benchmark
+    "COMPARISONS", "DEFAULT_MODELS", "DEFAULT_PANEL", "SECTIONS", "BenchmarkConfig", "benchmark_html", "headline_text",
+    "run_benchmark",
 ]
