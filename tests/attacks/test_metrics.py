@@ -135,15 +135,16 @@ def test_silicon_has_no_covalent_edges_at_multiplier_one():
 
 
 # ------------------------------------------------------------ brute-force references for the C-backed metrics
-def _brute_retention(ref, stage, symprec):
+def _brute_retention(ref, stage, symprec, reach=1):
     """|S_ref ∩ S_stage| / |S_ref| by the documented per-operation test: a reference operation (W, w) is kept when
-    every stage atom has a same-species partner within τ = symprec Å over explicit periodic images."""
+    every stage atom has a same-species partner within τ = symprec Å over explicit periodic images (lattice shifts
+    −reach…reach per axis on top of the nearest fractional image)."""
     import spglib
 
     ds = spglib.get_symmetry_dataset((ref.cell[:], ref.get_scaled_positions(), ref.numbers), symprec=symprec,
                                      angle_tolerance=-1)
     f, Z, cell = stage.get_scaled_positions(), stage.numbers, stage.cell[:]
-    images = np.array(list(itertools.product((-1, 0, 1), repeat=3)), float)
+    images = np.array(list(itertools.product(range(-reach, reach + 1), repeat=3)), float)
     kept = 0
     for W, w in zip(ds.rotations, ds.translations, strict=True):  # one operation at a time
         g = f @ W.T + w
@@ -295,3 +296,104 @@ def test_memo_follows_content():
     assert metrics.topology(a, b)["edge_change_count"] == 0 and before["edge_change_count"] > 0
     metrics.clear_cache()
     assert metrics.topology(a, b)["edge_change_count"] == 0
+
+
+# ------------------------------------------------------------ a skewed cell, atoms across its faces, a broken case
+def _skewed_si():
+    """Diamond Si in a 10-atom supercell of the primitive cell (P = [[2,1,0],[0,1,1],[1,0,2]]; cell angles 29-40°,
+    plane spacings 3.1-6.1 Å): the supercell keeps 8 of the 48 rotations, as general integer matrices."""
+    from ase.build import make_supercell
+
+    return make_supercell(bulk("Si", "diamond", a=5.431), np.array([[2, 1, 0], [0, 1, 1], [1, 0, 2]]))
+
+
+def _across(atoms, seed=0):
+    """The same periodic structure with every atom moved by a random lattice vector in {-1, 0, 1}³ (most atoms end
+    up outside the cell, on either side of its faces)."""
+    b = atoms.copy()
+    b.positions += np.random.default_rng(seed).integers(-1, 2, size=(len(b), 3)) @ b.cell[:]
+    return b
+
+
+def _skewed_stages():
+    ref = _skewed_si()
+    bond = ref.copy()  # atoms 0 and 1 (a bond along [111]) pushed together to 2.19 Å < 2 r_cov: an edge
+    u = (bond.positions[1] - bond.positions[0]) / np.linalg.norm(bond.positions[1] - bond.positions[0])
+    bond.positions[[0, 1]] += [0.08 * u, -0.08 * u]
+    shift = ref.copy()  # a rigid 2 mÅ shift along -a: the atom at the origin crosses the cell face
+    shift.positions -= 0.002 * ref.cell[0] / np.linalg.norm(ref.cell[0])
+    return ref, {"bond": bond, "bond_across": _across(bond), "shift": shift, "shift_across": _across(shift, 1)}
+
+
+def _naive_retention(ref, stage, symprec):
+    """A deliberately broken set comparison: translations compared without reducing their difference modulo
+    lattice vectors (no minimum image)."""
+    da, db = metrics.symmetry_data(ref, symprec), metrics.symmetry_data(stage, symprec)
+    same_w = np.all(da["rotations"][:, None] == db["rotations"][None], axis=(2, 3))
+    dw = np.linalg.norm((da["translations"][:, None] - db["translations"][None]) @ ref.cell[:], axis=-1)
+    return float((same_w & (dw <= symprec)).any(axis=1).mean())
+
+
+@pytest.mark.parametrize("case", ["bond", "bond_across", "shift", "shift_across"])
+def test_metrics_equal_brute_force_in_a_skewed_cell_across_its_faces(case):
+    """Set-based retention at each symprec against the per-operation oracle (lattice shifts up to ±2: the nearest
+    fractional image is not always the nearest in a cell this skewed), the graph and RDF against explicit images,
+    and a structure with its atoms moved across the faces scoring exactly as the one inside the cell."""
+    ref, stages = _skewed_stages()
+    st = stages[case]
+    assert metrics.symmetry_data(ref, 1e-3)["n_ops"] == 40 and metrics.symmetry_data(ref, 1e-3)["number"] == 227
+    got = [metrics.symmetry(ref, st, (p,))["symmetry_op_retention_doc"] for p in metrics.SYMPRECS]
+    assert got == pytest.approx([_brute_retention(ref, st, p, reach=2) for p in metrics.SYMPRECS], abs=1e-12)
+    if case.startswith("bond"):  # the broken case: the identity and the inversion through the bond centre survive
+        assert got == pytest.approx([2 / 40] * 3, abs=1e-12)
+        assert metrics.edges(st) == _brute_edges(st) == {(0, 1)}
+    else:  # within 1e-2 of the reference: every operation kept there, only those fixing the origin below it
+        assert got[0] == 1.0 and got[1] < 1.0
+        # the broken comparison loses operations whose translations wrap across the face; the oracle catches it
+        assert _naive_retention(ref, st, 1e-2) < _brute_retention(ref, st, 1e-2, reach=2)
+    np.testing.assert_allclose(metrics.rdf(st)[1], _brute_rdf(st), rtol=1e-12, atol=1e-12)
+    if case.endswith("across"):
+        inside = stages[case.removesuffix("_across")]
+        row, twin = metrics.compare(ref, st), metrics.compare(ref, inside)
+        for k, v in twin.items():
+            if not k.endswith("_raw"):
+                assert row[k] == pytest.approx(v, abs=1e-12), k
+
+
+def test_graph_metrics_across_the_faces_of_a_triclinic_cell():
+    """Atoms moved by lattice vectors out of a triclinic cell: the same edges, coordination and g(r) as the structure
+    inside it, which the explicit-image references give."""
+    a, b = _skewed_pair(2)
+    out = _across(b, 2)
+    assert (np.abs(np.floor(out.get_scaled_positions(wrap=False))) > 0).any(axis=1).mean() > 0.5
+    Eb = _brute_edges(b)
+    assert metrics.edges(out) == Eb and Eb != _brute_edges(a)
+    assert metrics.topology(a, out) == metrics.topology(a, b)
+    np.testing.assert_allclose(metrics.rdf(out)[1], _brute_rdf(b), rtol=1e-12)
+    assert metrics.rdf_l1(a, out)["rdf_l1"] == pytest.approx(metrics.rdf_l1(a, b)["rdf_l1"], rel=1e-12)
+
+
+@pytest.mark.parametrize("tol", [1e-3, 5e-2])
+def test_operation_sets_by_sorted_keys_equal_all_pairs(tol):
+    """The sorted-key search of ``_ops_retained`` (used above 2^18 operation pairs) against every pair at once, on the
+    1536 rotations of a 64-atom Si cell: a third of the translations replaced by arbitrary ones (so that some sit
+    at bin edges and near 0 ≡ 1), the stage's list shuffled, moved by lattice vectors, jittered by 0.3-4 tol in
+    Cartesian (about half stay within tol), and some of its rotations replaced.  At tol = 0.05 Å the bins are few
+    and wide, so that many translations lie within tol of a bin edge or of the key's wrap point."""
+    a = bulk("Si", "diamond", a=5.431, cubic=True).repeat(2)
+    ds = metrics.symmetry_data(a, 1e-3)
+    cell = a.cell[:]
+    rng = np.random.default_rng(0)
+    R, t = ds["rotations"], ds["translations"].copy()
+    t[::3] = rng.random((len(t[::3]), 3))
+    p = rng.permutation(len(R))
+    Rb = R[p].copy()
+    Rb[::11] = Rb[::11][:, [1, 0, 2]]  # rows swapped: another rotation (or the same one, for some)
+    jitter = rng.normal(size=(len(p), 3)) * rng.choice([0.3, 0.9, 1.5, 4.0], size=(len(p), 1)) * tol / np.sqrt(3)
+    tb = t[p] + rng.integers(-1, 2, size=(len(p), 3)) + jitter @ np.linalg.inv(cell)
+    got = metrics._ops_retained({"rotations": R, "translations": t}, {"rotations": Rb, "translations": tb}, cell, tol)
+    df = t[:, None] - tb[None]
+    same = np.all(R[:, None] == Rb[None], axis=(2, 3)) & (np.linalg.norm((df - np.round(df)) @ cell, axis=-1) <= tol)
+    want = int(same.any(axis=1).sum())
+    assert len(R) * len(Rb) > 1 << 18 and 0.2 * len(R) < want < 0.9 * len(R)
+    assert got == want
