@@ -150,3 +150,21 @@ def test_relaxation_across_the_boundary():
     assert (np.floor(f0) != np.floor(f1)).any()  # some atom crossed a cell face
     assert bool(rd.converged) and bool(rl.converged) and int(rl.steps) == int(rd.steps)
     np.testing.assert_allclose(np.asarray(rl.structure.positions), np.asarray(rd.structure.positions), atol=1e-8)
+
+
+def test_padded_batch_of_different_sizes_is_inert():
+    """stack pads a 64- and a 54-atom cell into one cell-list batch: each energy equals its own."""
+    model = jaxcert.models.get("sw")
+    a, b = _si(2, seed=7), _si(2, seed=8)
+    del b[[0, 5, 9, 17, 23, 31, 40, 47, 55, 60]]
+    singles = [model.prepare(jaxcert.Structure.from_ase(x).replace(neighbor_list=nb.DENSE)) for x in (a, b)]
+    batch = jaxcert.stack([jaxcert.Structure.from_ase(x) for x in (a, b)])
+    batch = nb.with_cell_list(model.prepare(batch.replace(neighbor_list=nb.DENSE)).replace(neighbor_list=None),
+                              model.cutoff)
+    E = jax.jit(jax.vmap(lambda s: model.energy_of(model.params, s)))(batch)
+    F = jax.jit(jax.vmap(lambda s: model.forces_of(model.params, s)))(batch)
+    for k, s in enumerate(singles):
+        assert abs(float(E[k]) - float(model.energy(s))) <= 1e-11
+        n = s.n_atoms
+        np.testing.assert_allclose(np.asarray(F[k, :n]), np.asarray(model.forces(s)), rtol=0, atol=1e-11)
+        assert np.all(np.asarray(F[k, n:]) == 0.0)
