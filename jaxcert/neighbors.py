@@ -444,18 +444,33 @@ def update(s: Structure) -> Structure:
     if s.positions.ndim != 2:
         return jax.vmap(update)(s)
     state = s.neighbor_state
-    if state is None:
-        return s.replace(neighbor_state=build(s))
-    fresh = is_fresh(s, state)
-    new = jax.lax.cond(fresh, lambda: state, lambda: build(s))
-    return s.replace(neighbor_state=new)
+    return s.replace(neighbor_state=build(s) if state is None else _refresh(s, state))
+
+
+def _refresh(s: Structure, state: NeighborState) -> NeighborState:
+    """``state`` if fresh, else a new build: a ``while_loop`` that runs its body at most once.
+
+    Unbatched it acts as ``lax.cond``.  Under ``vmap`` (batched relaxations, attack grids) a ``cond`` would
+    become a ``select`` and build every list at every call; the loop instead builds only when some member
+    of the batch is stale (committing the build for the stale members only).  The loop sees stop-gradient
+    positions and cell, so it carries no tangent and reverse mode never differentiates through it.
+    """
+    sg = s.replace(positions=jax.lax.stop_gradient(s.positions), cell=jax.lax.stop_gradient(s.cell),
+                   neighbor_state=None)
+
+    def stale(c):
+        st, done = c
+        return ~done & ~is_fresh(sg, st)
+
+    st, _ = jax.lax.while_loop(stale, lambda c: (build(sg), jnp.asarray(True)), (state, jnp.asarray(False)))
+    return st
 
 
 def listed_pairs(s: Structure, cutoff: float) -> Pairs:
     """Neighbour candidates of an unbatched structure from its Verlet list (see the module docstring), O(N).
 
     The stored list is used while it is fresh (:func:`is_fresh`); otherwise a new one is built here
-    (``lax.cond``: only when needed, except under ``vmap``, where both branches run).
+    (only when needed, also under ``vmap``: see :func:`_refresh`).
     """
     spec = s.neighbor_list
     if s.positions.ndim != 2:
@@ -464,11 +479,7 @@ def listed_pairs(s: Structure, cutoff: float) -> Pairs:
         raise StructureError(f"the structure's cell list was built for a cutoff of {spec.cutoff - spec.skin:.4f} "
                              f"Å, below the {float(cutoff):.4f} Å asked for; call with_cell_list again")
     n = s.n_atoms
-    state = s.neighbor_state
-    if state is None:
-        state = build(s)
-    else:
-        state = jax.lax.cond(is_fresh(s, state), lambda: state, lambda: build(s))
+    state = build(s) if s.neighbor_state is None else _refresh(s, s.neighbor_state)
     mask = state.idx < n
     j = jnp.where(mask, state.idx, 0)
     # NaN by multiplication: the energy AND every derivative of it are NaN after an overflow
