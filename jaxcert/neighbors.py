@@ -455,15 +455,22 @@ def _refresh(s: Structure, state: NeighborState) -> NeighborState:
     of the batch is stale (committing the build for the stale members only).  The loop sees stop-gradient
     positions and cell, so it carries no tangent and reverse mode never differentiates through it.
     """
-    sg = s.replace(positions=jax.lax.stop_gradient(s.positions), cell=jax.lax.stop_gradient(s.cell),
-                   neighbor_state=None)
+    base = s.replace(neighbor_state=None)
 
+    # XLA hoists loop-invariant work out of a while loop: a body built from closed-over values (or from
+    # carried values it passes through unchanged) would run at every call.  The barrier ties the build to
+    # the loop state (tests/test_cell_list.py::test_the_rebuild_stays_inside_its_loop).
     def stale(c):
-        st, done = c
-        return ~done & ~is_fresh(sg, st)
+        st, done, R, h = c
+        return ~done & ~is_fresh(base.replace(positions=R, cell=h), st)
 
-    st, _ = jax.lax.while_loop(stale, lambda c: (build(sg), jnp.asarray(True)), (state, jnp.asarray(False)))
-    return st
+    def rebuild(c):
+        st, _, R, h = c
+        R, h, _ = jax.lax.optimization_barrier((R, h, st))
+        return build(base.replace(positions=R, cell=h)), jnp.asarray(True), R, h
+
+    carry = (state, jnp.asarray(False), jax.lax.stop_gradient(s.positions), jax.lax.stop_gradient(s.cell))
+    return jax.lax.while_loop(stale, rebuild, carry)[0]
 
 
 def listed_pairs(s: Structure, cutoff: float) -> Pairs:

@@ -168,3 +168,15 @@ def test_padded_batch_of_different_sizes_is_inert():
         n = s.n_atoms
         np.testing.assert_allclose(np.asarray(F[k, :n]), np.asarray(model.forces(s)), rtol=0, atol=1e-11)
         assert np.all(np.asarray(F[k, n:]) == 0.0)
+
+
+def test_the_rebuild_stays_inside_its_loop():
+    """XLA hoists loop-invariant work out of a while loop: the list build (its argsort) must not run at
+    every call of a fresh list (it did before the build was tied to the loop state; 200 ms vs 12 ms at
+    4,096 atoms)."""
+    model = jaxcert.models.get("sw")
+    _, listed = _both(model, _si(2))
+    hlo = jax.jit(lambda s: nb.listed_pairs(s, model.cutoff)).lower(listed).compile().as_text()
+    entry = hlo[hlo.index("\nENTRY"):]
+    entry = entry[: entry.index("\n}")]
+    assert " while(" in entry and " sort(" not in entry
