@@ -1,4 +1,4 @@
-"""Command line: ``jaxcert certify | lambda | attack | sweep | plot-sweep | models | substrates``.
+"""Command line: ``jaxcert certify | lambda | attack | sweep | plot-sweep | compare | controls | models | substrates``.
 
 Examples::
 
@@ -10,6 +10,7 @@ Examples::
     jaxcert attack --model sw --structure Si --attack pgd --eps 0.05
     jaxcert models
     jaxcert substrates --element Si --out substrates/
+    jaxcert controls --quick --models emt --panel emt --json c.json   # the controls mini-benchmark
 
 Exit codes (``docs/cli.md``): 0 success (every gate passed), 1 a gate failed (certify,
 lambda; ``--no-fail-on-gate`` always returns 0), 2 a usage or input error, reported as one
@@ -24,7 +25,7 @@ import os
 import sys
 
 from jaxcert.cache import enable_compilation_cache
-from jaxcert.cli import attack, certify, compare, misc
+from jaxcert.cli import attack, certify, compare, controls, misc
 from jaxcert.cli._common import load_model
 from jaxcert.inputs import InputError
 
@@ -38,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 "potentials (eV, Å, eV/Å, eV/Å³). Exit codes: 0 ok, 1 a gate failed, 2 usage or "
                                 "input error.")
     sub = p.add_subparsers(dest="cmd", required=True)
-    for module in (certify, misc, attack, compare):
+    for module in (certify, misc, attack, compare, controls):
         module.register(sub)
     return p
 
