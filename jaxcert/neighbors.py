@@ -81,16 +81,27 @@ class Pairs(NamedTuple):
     """Neighbour candidates of each atom (leading axes may be batched).
 
     Attributes:
-      dR: (n, m, 3) displacement r_j + image - r_i in Å.
+      d: the three Cartesian components (x, y, z), each (n, m), of the displacement r_j + image − r_i in Å.
+        Kept apart because XLA's CPU code on (n, m, 3) arrays (a minor axis of 3) is several times slower
+        than on (n, m) ones, forward and, even more, in reverse mode; :attr:`dR` stacks them.
       r: (n, m) distance in Å (1.0 where ``mask`` is False, so it is safe to divide).
       mask: (n, m) True for a real pair (both atoms real, not an atom with itself).
       j: (n, m) index of the neighbour atom.
     """
 
-    dR: jax.Array
+    d: tuple[jax.Array, jax.Array, jax.Array]
     r: jax.Array
     mask: jax.Array
     j: jax.Array
+
+    @property
+    def dR(self) -> jax.Array:
+        """(n, m, 3) displacement r_j + image − r_i in Å (the components of :attr:`d`, stacked)."""
+        return jnp.stack(self.d, axis=-1)
+
+
+def _split(dR: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    return dR[..., 0], dR[..., 1], dR[..., 2]
 
 
 def image_counts(
@@ -211,7 +222,7 @@ def dense_pairs(s: Structure, cutoff: float) -> Pairs:
         j = jnp.broadcast_to(jnp.arange(n)[None, :], (n, n))
     r2 = jnp.sum(dR * dR, axis=-1)
     r = jnp.sqrt(jnp.where(real, r2, 1.0))
-    return Pairs(dR=dR, r=r, mask=real, j=j)
+    return Pairs(d=_split(dR), r=r, mask=real, j=j)
 
 
 def neighbor_table(s: Structure, cutoff: float, capacity: int) -> Pairs:
@@ -231,11 +242,10 @@ def neighbor_table(s: Structure, cutoff: float, capacity: int) -> Pairs:
     overflow = jnp.any(-neg[:, capacity] < cutoff)
     idx = idx[:, :capacity]
     take = lambda x: jnp.take_along_axis(x, idx, axis=1)  # noqa: E731
-    dR = jnp.take_along_axis(p.dR, idx[:, :, None], axis=1)
-    dR = jnp.where(overflow, jnp.nan, dR)
+    d = tuple(jnp.where(overflow, jnp.nan, take(x)) for x in p.d)
     mask = take(p.mask)
-    r = jnp.sqrt(jnp.where(mask, jnp.sum(dR * dR, -1), 1.0))
-    return Pairs(dR=dR, r=r, mask=mask, j=take(p.j))
+    r = jnp.sqrt(jnp.where(mask, d[0] * d[0] + d[1] * d[1] + d[2] * d[2], 1.0))
+    return Pairs(d=d, r=r, mask=mask, j=take(p.j))
 
 
 # --------------------------------------------------------------------------- cell lists
@@ -285,14 +295,14 @@ class NeighborState(NamedTuple):
     ok: jax.Array
 
 
-def _bin(t: jax.Array, cells: tuple[int, int, int], capacity: int):
+def _bin(t: jax.Array, cells: tuple[int, int, int], capacity: int, iota: jax.Array):
     """Cell table (n_cells, capacity) of atom indices (n = empty slot), each atom's cell (n, 3), overflow flag."""
     n = t.shape[0]
     c = jnp.floor(t).astype(jnp.int32)  # (n, 3), each in [0, cells[a])
     flat = (c[:, 0] * cells[1] + c[:, 1]) * cells[2] + c[:, 2]
     order = jnp.argsort(flat, stable=True)
     sorted_cells = flat[order]
-    rank = jnp.arange(n) - jnp.searchsorted(sorted_cells, sorted_cells, side="left")
+    rank = iota[:n] - jnp.searchsorted(sorted_cells, sorted_cells, side="left")
     table = jnp.full((cells[0] * cells[1] * cells[2], capacity), n, jnp.int32)
     table = table.at[sorted_cells, rank].set(order.astype(jnp.int32), mode="drop")
     return table, c, jnp.any(rank >= capacity)
@@ -358,14 +368,19 @@ def _offsets(cells: tuple[int, int, int]) -> list[tuple[int, ...]]:
     return list(itertools.product(*per_axis))
 
 
-def _candidates(s: Structure, spec: CellListSpec):
+def _candidates(s: Structure, spec: CellListSpec, iota: jax.Array):
     """(n, n_offsets·cell_capacity) candidate indices (n = empty), and the cell table's overflow flag and fit."""
     t, fits = _scaled(s, spec)
-    table, c, overflow = _bin(t, spec.cells, spec.cell_capacity)
+    table, c, overflow = _bin(t, spec.cells, spec.cell_capacity, iota)
     d = jnp.asarray(_offsets(spec.cells), jnp.int32)
     nb = (c[:, None, :] + d[None, :, :]) % jnp.asarray(spec.cells, jnp.int32)  # (n, n_offsets, 3)
     flat = (nb[..., 0] * spec.cells[1] + nb[..., 1]) * spec.cells[2] + nb[..., 2]
     return _take(table, flat).reshape(s.n_atoms, -1), overflow, fits
+
+
+def _rows_times(x: jax.Array, m: jax.Array) -> jax.Array:
+    """``x @ m`` for (n, 3) × (3, 3), written out elementwise (XLA's CPU dot is slow on this shape)."""
+    return jnp.stack([x[:, 0] * m[0, c] + x[:, 1] * m[1, c] + x[:, 2] * m[2, c] for c in range(3)], axis=-1)
 
 
 def _take(x: jax.Array, idx: jax.Array) -> jax.Array:
@@ -373,44 +388,67 @@ def _take(x: jax.Array, idx: jax.Array) -> jax.Array:
     return jnp.take(x, idx, axis=0, mode="clip")
 
 
-def _min_image(s: Structure, j: jax.Array, i: jax.Array | None = None) -> jax.Array:
+def _min_image(s: Structure, j: jax.Array) -> jax.Array:
+    return jnp.stack(_min_image_components(s, j), axis=-1)
+
+
+def _min_image_components(s: Structure, j: jax.Array) -> list[jax.Array]:
     """r_j − r_i − ⌊f_j − f_i⌉·h on the periodic axes, for neighbour indices j of shape (n, m).
 
-    The wrap is taken from the fractional coordinates held constant; the 3×3 products are written out
-    elementwise (XLA's CPU dot is slow on (n·m, 3) × (3, 3)).
+    The wrap is taken from the fractional coordinates held constant.  Computed one Cartesian component at a
+    time and stacked last: XLA's CPU code on (n, m, 3) arrays with a minor axis of 3 (gathers of rows,
+    (n·m, 3) × (3, 3) products) was 8× slower than on three (n, m) arrays (8,000 atoms, 24 slots).
     """
     R = s.positions
-    dR = _take(R, j) - R[:, None, :]
+    comp = [_take(R[:, c], j) - R[:, c][:, None] for c in range(3)]
     if s.periodic:
         h = s.cell
-        f = jax.lax.stop_gradient(R @ inv3(h))
-        df = _take(f, j) - f[:, None, :]
-        wrap = jax.lax.stop_gradient(jnp.round(df) * jnp.asarray(s.pbc, R.dtype))
-        dR = dR - (wrap[..., 0:1] * h[0] + wrap[..., 1:2] * h[1] + wrap[..., 2:3] * h[2])
-    return dR
+        f = jax.lax.stop_gradient(_rows_times(R, inv3(h)))
+        wrap = [jax.lax.stop_gradient(jnp.round(_take(f[:, a], j) - f[:, a][:, None])) if s.pbc[a] else None
+                for a in range(3)]
+        for c in range(3):
+            for a in range(3):
+                if wrap[a] is not None:
+                    comp[c] = comp[c] - wrap[a] * h[a, c]
+    return comp
 
 
-def _compact(keep: jax.Array, capacity: int) -> jax.Array:
-    """Column index of the k-th kept entry of each row, for k < capacity (the row length where fewer)."""
+def _compact(keep: jax.Array, capacity: int, iota: jax.Array) -> jax.Array:
+    """Column index of the k-th kept entry of each row, for k < capacity (the row length where fewer).
+
+    ``iota`` is ``arange`` of at least the row count and the row length (see :func:`build`).
+    """
     n, m = keep.shape
     slot = jnp.cumsum(keep, axis=1) - 1
-    rows = jnp.broadcast_to(jnp.arange(n)[:, None], (n, m))
-    cols = jnp.broadcast_to(jnp.arange(m)[None, :], (n, m))
+    rows = jnp.broadcast_to(iota[:n, None], (n, m))
+    cols = jnp.broadcast_to(iota[None, :m], (n, m))
     out = jnp.full((n, capacity), m, jnp.int32)
-    return out.at[rows, jnp.where(keep, slot, capacity)].set(cols.astype(jnp.int32), mode="drop")
+    return out.at[rows, jnp.where(keep, slot, capacity)].set(cols, mode="drop")
 
 
-def build(s: Structure) -> NeighborState:
-    """A fresh Verlet list of an unbatched structure with a :class:`CellListSpec` (jittable, O(N))."""
+def _iota_length(s: Structure) -> int:
+    spec = s.neighbor_list
+    return max(s.n_atoms, len(_offsets(spec.cells)) * spec.cell_capacity)
+
+
+def build(s: Structure, iota: jax.Array | None = None) -> NeighborState:
+    """A fresh Verlet list of an unbatched structure with a :class:`CellListSpec` (jittable, O(N)).
+
+    ``iota``: ``arange`` of at least ``max(n_atoms, candidates per atom)`` (int32), the only source of the
+    index ramps the build uses; :func:`_refresh` passes one through the loop state so that XLA cannot hoist
+    them out of its loop (and compute them at every call).
+    """
     spec = s.neighbor_list
     n = s.n_atoms
-    cand, cell_overflow, fits = _candidates(s, spec)
-    valid = (cand < n) & (cand != jnp.arange(n)[:, None])
+    if iota is None:
+        iota = jnp.arange(_iota_length(s), dtype=jnp.int32)
+    cand, cell_overflow, fits = _candidates(s, spec, iota)
+    valid = (cand < n) & (cand != iota[:n, None])
     jc = jnp.where(valid, cand, 0)
     d0 = jax.lax.stop_gradient(_min_image(s, jc))
     within = valid & (jnp.sum(d0 * d0, -1) < spec.cutoff**2) & _take(s.mask, jc) & s.mask[:, None]
     count = jnp.sum(within, axis=1)
-    col = _compact(within, spec.capacity)
+    col = _compact(within, spec.capacity, iota)
     idx = jnp.where(col < cand.shape[1], jnp.take_along_axis(jc, col, axis=1, mode="clip"), n)
     ok = fits & ~cell_overflow & (jnp.max(count) <= spec.capacity)
     R, h = jax.lax.stop_gradient(s.positions), jax.lax.stop_gradient(s.cell)
@@ -424,9 +462,9 @@ def is_fresh(s: Structure, state: NeighborState) -> jax.Array:
     if s.periodic:
         F = inv3(state.cell) @ h  # rows: r = f h = f h_ref F
         strain = jnp.sqrt(jnp.sum((F - jnp.eye(3, dtype=h.dtype)) ** 2))
-        df = R @ inv3(h) - state.positions @ inv3(state.cell)
+        df = _rows_times(R, inv3(h)) - _rows_times(state.positions, inv3(state.cell))
         df = df - jnp.round(df) * jnp.asarray(s.pbc, R.dtype)
-        u = df @ h
+        u = _rows_times(df, h)
     else:
         strain, u = jnp.zeros((), R.dtype), R - state.positions
     umax = jnp.sqrt(jnp.max(jnp.where(s.mask, jnp.sum(u * u, -1), 0.0)))
@@ -457,19 +495,21 @@ def _refresh(s: Structure, state: NeighborState) -> NeighborState:
     """
     base = s.replace(neighbor_state=None)
 
-    # XLA hoists loop-invariant work out of a while loop: a body built from closed-over values (or from
-    # carried values it passes through unchanged) would run at every call.  The barrier ties the build to
-    # the loop state (tests/test_cell_list.py::test_the_rebuild_stays_inside_its_loop).
+    # XLA hoists loop-invariant work out of a while loop and runs it at every call, taken or not: a body
+    # built from closed-over values, from carried values it passes through unchanged, or from index ramps
+    # (iota) would do so.  The barrier ties the build, and the ramps it uses, to the loop state
+    # (tests/test_cell_list.py::test_the_rebuild_stays_inside_its_loop).
     def stale(c):
-        st, done, R, h = c
+        st, done, R, h, _ = c
         return ~done & ~is_fresh(base.replace(positions=R, cell=h), st)
 
     def rebuild(c):
-        st, _, R, h = c
-        R, h, _ = jax.lax.optimization_barrier((R, h, st))
-        return build(base.replace(positions=R, cell=h)), jnp.asarray(True), R, h
+        st, _, R, h, iota = c
+        R, h, iota, _ = jax.lax.optimization_barrier((R, h, iota, st))
+        return build(base.replace(positions=R, cell=h), iota), jnp.asarray(True), R, h, iota
 
-    carry = (state, jnp.asarray(False), jax.lax.stop_gradient(s.positions), jax.lax.stop_gradient(s.cell))
+    carry = (state, jnp.asarray(False), jax.lax.stop_gradient(s.positions), jax.lax.stop_gradient(s.cell),
+             jnp.arange(_iota_length(s), dtype=jnp.int32))
     return jax.lax.while_loop(stale, rebuild, carry)[0]
 
 
@@ -490,9 +530,10 @@ def listed_pairs(s: Structure, cutoff: float) -> Pairs:
     mask = state.idx < n
     j = jnp.where(mask, state.idx, 0)
     # NaN by multiplication: the energy AND every derivative of it are NaN after an overflow
-    dR = _min_image(s, j) * jnp.where(state.ok, 1.0, jnp.nan).astype(s.positions.dtype)
-    r = jnp.sqrt(jnp.where(mask, jnp.sum(dR * dR, axis=-1), 1.0))
-    return Pairs(dR=dR, r=r, mask=mask, j=j)
+    nan = jnp.where(state.ok, 1.0, jnp.nan).astype(s.positions.dtype)
+    d = [x * nan for x in _min_image_components(s, j)]
+    r = jnp.sqrt(jnp.where(mask, d[0] * d[0] + d[1] * d[1] + d[2] * d[2], 1.0))
+    return Pairs(d=tuple(d), r=r, mask=mask, j=j)
 
 
 def with_cell_list(s: Structure, cutoff: float, skin: float | None = None, slack: float = 1.25) -> Structure:

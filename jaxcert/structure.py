@@ -259,7 +259,7 @@ def validate(
             if pbc[a] and np.linalg.norm(cell[a]) == 0:
                 raise StructureError(f"lattice vector {a} is zero but pbc[{a}] is True")
     if min_distance is not None and mask.sum() >= 2:
-        d, (i, j) = _min_distance(positions[mask], cell, pbc)
+        d, (i, j) = _min_distance(positions[mask], cell, pbc, min_distance)
         if d < min_distance:
             idx = np.flatnonzero(mask)
             raise StructureError(
@@ -268,9 +268,31 @@ def validate(
             )
 
 
-def _min_distance(pos: np.ndarray, cell: np.ndarray, pbc: tuple[bool, ...]) -> tuple[float, tuple[int, int]]:
-    """Smallest distance between distinct atoms (minimum image over ±1 images)."""
+#: Above this many atoms the overlap check uses matscipy's O(N) C neighbour list instead of dense numpy.
+DENSE_CHECK_MAX_ATOMS = 400
+
+
+def _min_distance(pos: np.ndarray, cell: np.ndarray, pbc: tuple[bool, ...],
+                  within: float | None = None) -> tuple[float, tuple[int, int]]:
+    """Smallest distance between distinct atoms (minimum image over ±1 images), and the pair.
+
+    Large structures (more than :data:`DENSE_CHECK_MAX_ATOMS` atoms) with a ``within`` radius (Å) are searched
+    with matscipy's cell-list neighbour list up to that radius (all images, an atom's own images included);
+    when no pair lies within it, the result is ``(inf, (0, 0))``.  The dense search costs O(N²·27) memory:
+    8 GB and three minutes at 8,000 atoms.
+    """
     n = len(pos)
+    if within is not None and n > DENSE_CHECK_MAX_ATOMS:
+        from matscipy.neighbours import neighbour_list  # noqa: PLC0415 - host-side C neighbour list
+
+        periodic = any(pbc)
+        box = cell if periodic else np.eye(3) * (np.ptp(pos, axis=0) + 2.0 * within + 1.0)
+        origin = np.zeros(3) if periodic else np.min(pos, axis=0) - within - 0.5
+        i, j, d = neighbour_list("ijd", positions=pos - origin, cell=box, pbc=np.asarray(pbc), cutoff=float(within))
+        if len(d) == 0:
+            return float("inf"), (0, 0)
+        k = int(np.argmin(d))
+        return float(d[k]), (int(i[k]), int(j[k]))
     d = pos[None, :, :] - pos[:, None, :]
     best = np.full((n, n), np.inf)
     ranges = [(-1, 0, 1) if p else (0,) for p in pbc]

@@ -78,3 +78,22 @@ def test_stack_pads_and_is_a_pytree():
     assert back.get_chemical_formula() == "H2O"
     with pytest.raises(StructureError, match="different pbc"):
         jaxcert.stack([a, Structure.from_ase(bulk("Cu"))])
+
+
+def test_overlap_check_of_a_large_structure_uses_the_linear_search():
+    """Above DENSE_CHECK_MAX_ATOMS the overlap check is matscipy's cell list: same pair and distance as dense."""
+    from jaxcert.structure import DENSE_CHECK_MAX_ATOMS, _min_distance
+
+    at = bulk("Cu", "fcc", a=3.61, cubic=True) * (5, 5, 5)  # 500 atoms
+    assert len(at) > DENSE_CHECK_MAX_ATOMS
+    at.rattle(0.05, seed=3)
+    Structure.from_ase(at)  # clean: no pair below 0.3 Å
+    # an atom's minimum image across the boundary, 0.2 Å from another atom
+    at.positions[7] = at.positions[3] + np.array([0.2, 0.0, 0.0]) + at.cell[0]
+    dense = _min_distance(at.positions, np.asarray(at.cell), (True, True, True))
+    linear = _min_distance(at.positions, np.asarray(at.cell), (True, True, True), 0.3)
+    assert abs(dense[0] - linear[0]) < 1e-12 and set(dense[1]) == set(linear[1]) == {3, 7}
+    with pytest.raises(StructureError, match="overlapping atoms 3 and 7"):
+        Structure.from_ase(at)
+    at.pbc = False  # free space: atom 7 is now a whole lattice vector (18 Å) from atom 3
+    Structure.from_ase(at)

@@ -67,18 +67,26 @@ def _eam_energy(params: dict[str, jax.Array], s: Structure, species_index: np.nd
     sp = jnp.asarray(species_index)[s.numbers]
     # pair cutoffs are arithmetic means, so the largest one is the largest per-element cutoff present
     p = pairs(s, table_cutoff(s, species_index, rc_elem))
-    spj = sp[p.j]
-    spi = jnp.broadcast_to(sp[:, None], spj.shape)
+    # pair tables over species pairs (ns², tiny), one shared gather index per neighbour slot
+    ns = prm["a"].shape[0]
     a, eps = prm["a"], prm["eps"]
-    a_ij = 0.5 * (a[spi] + a[spj])
-    n_ij = 0.5 * (prm["n"][spi] + prm["n"][spj])
-    m_ij = 0.5 * (prm["m"][spi] + prm["m"][spj])
-    eps_ij = jnp.sqrt(eps[spi] * eps[spj])
-    sw = smoothstep_c4(p.r, ron_over_a * a_ij, rc_over_a * a_ij)
-    live = p.mask & (p.r < rc_over_a * a_ij)
-    x = a_ij / p.r  # r = 1 on masked slots, so finite everywhere
-    pair = jnp.where(live, eps_ij * x**n_ij * sw, 0.0)
-    rho = jnp.sum(jnp.where(live, x**m_ij * sw, 0.0), axis=-1)
+    a_ij = 0.5 * (a[:, None] + a[None, :])
+    tables = {
+        "log_a": jnp.log(a_ij),
+        "n": 0.5 * (prm["n"][:, None] + prm["n"][None, :]),
+        "m": 0.5 * (prm["m"][:, None] + prm["m"][None, :]),
+        "eps": jnp.sqrt(eps[:, None] * eps[None, :]),
+        "r_on": ron_over_a * a_ij,
+        "r_c": rc_over_a * a_ij,
+    }
+    q = (sp[:, None] * ns + jnp.take(sp, p.j, mode="clip")).astype(jnp.int32)
+    t_ = {k: jnp.take(v.reshape(-1), q, mode="clip") for k, v in tables.items()}
+    sw = smoothstep_c4(p.r, t_["r_on"], t_["r_c"])
+    live = p.mask & (p.r < t_["r_c"])
+    log_x = t_["log_a"] - jnp.log(p.r)  # log(a_ij / r); r = 1 on masked slots, so finite everywhere
+    # (a/r)^n as exp(n log(a/r)): one log per slot for both powers, and no pow in either derivative
+    pair = jnp.where(live, t_["eps"] * jnp.exp(t_["n"] * log_x) * sw, 0.0)
+    rho = jnp.sum(jnp.where(live, jnp.exp(t_["m"] * log_x) * sw, 0.0), axis=-1)
     has = s.mask & (rho > 0.0)
     sqrt_rho = jnp.where(has, jnp.sqrt(jnp.where(has, rho, 1.0)), 0.0)  # double where: √ has infinite slope at 0
     embed = eps[sp] * prm["c"][sp] * sqrt_rho

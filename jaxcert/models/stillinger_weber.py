@@ -73,18 +73,14 @@ def _sw_energy(params: dict[str, jax.Array], s: Structure, rc: float) -> jax.Arr
     e2 = pair_sum(jnp.where(inside, f2, 0.0), p)
 
     g = jnp.where(inside, jnp.exp(prm["gamma"] / x_safe), 0.0)  # (n, m) radial weights
-    u = p.dR / p.r[..., None]  # unit bond vectors (r = 1 on masked slots)
-    gu = g[..., None] * u
+    u = [x / p.r for x in p.d]  # unit bond vectors (r = 1 on masked slots), per component
+    gu = [g * ua for ua in u]
     m0 = jnp.sum(g, axis=-1)
-    m1 = jnp.sum(gu, axis=-2)
-    m2 = jnp.einsum("nma,nmb->nab", gu, u)
+    m1 = [jnp.sum(x, axis=-1) for x in gu]
+    m2 = {(a, b): jnp.sum(gu[a] * u[b], axis=-1) for a in range(3) for b in range(a, 3)}  # symmetric
+    m2_sq = sum((1.0 if a == b else 2.0) * v * v for (a, b), v in m2.items())
     c0 = prm["cos0"]
-    t = (
-        jnp.sum(m2 * m2, axis=(-1, -2))
-        - 2.0 * c0 * jnp.sum(m1 * m1, axis=-1)
-        + c0**2 * m0**2
-        - (1.0 - c0) ** 2 * jnp.sum(g * g, axis=-1)
-    )
+    t = m2_sq - 2.0 * c0 * sum(x * x for x in m1) + c0**2 * m0**2 - (1.0 - c0) ** 2 * jnp.sum(g * g, axis=-1)
     e3 = 0.5 * prm["lam"] * jnp.sum(jnp.where(s.mask, t, 0.0))
     return prm["epsilon"] * (e2 + e3)
 

@@ -121,8 +121,8 @@ def _tersoff_energy(params: dict[str, jax.Array], s: Structure, capacity: int, s
     site = {k: prm[k][sp][:, None] for k in _SITE}  # (n, 1), central atom i
 
     fc = jnp.where(p.mask, cutoff_function(p.r, pair["R"], pair["S"]), 0.0)  # (n, c)
-    u = p.dR / p.r[..., None]
-    cos = jnp.einsum("nja,nka->njk", u, u)  # cos θ_ijk for slots j, k
+    u = [x / p.r for x in p.d]  # unit bond vectors per component (r = 1 on masked slots)
+    cos = sum(x[:, :, None] * x[:, None, :] for x in u)  # cos θ_ijk for slots j, k
     c2d2 = (site["c"] / site["d"]) ** 2
     d2 = site["d"] ** 2
     delta2 = (site["h"][..., None] - cos) ** 2
