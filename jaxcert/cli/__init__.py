@@ -1,4 +1,5 @@
-"""Command line: ``jaxcert certify | lambda | attack | sweep | plot-sweep | compare | controls | models | substrates``.
+"""Command line: ``jaxcert certify | lambda | attack | sweep | plot-sweep | compare | controls | investigate | models |
+substrates``.
 
 Examples::
 
@@ -25,7 +26,7 @@ import os
 import sys
 
 from jaxcert.cache import enable_compilation_cache
-from jaxcert.cli import attack, certify, compare, controls, misc
+from jaxcert.cli import attack, certify, compare, controls, investigate, misc
 from jaxcert.cli._common import load_model
 from jaxcert.inputs import InputError
 
@@ -39,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 "potentials (eV, Å, eV/Å, eV/Å³). Exit codes: 0 ok, 1 a gate failed, 2 usage or "
                                 "input error.")
     sub = p.add_subparsers(dest="cmd", required=True)
-    for module in (certify, misc, attack, compare, controls):
+    for module in (certify, misc, attack, compare, controls, investigate):
         module.register(sub)
     return p
 

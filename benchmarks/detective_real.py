@@ -1,0 +1,66 @@
+"""The real run of the failure-mode search on the offline bridged models (issue 13; docs/detective.md).
+
+CHGNet 0.3.0, SevenNet-0, SevenNet-MF-0 (PBE modality) and SevenNet-l3i5: each is the target in turn with the
+other three as its committee, over the dimers of ``--elements`` and a small adsorption grid (``--adsorbates``
+on the metals among the elements).  Each search is one ``jaxcert investigate`` process writing its report
+directory and evidence memory under ``benchmarks/results/detective_real/<target>/``; a rerun resumes from the
+memory.  The summary (found, rejected, artefacts, evaluations, wall time per target) goes to
+``benchmarks/results/detective_real.json`` with the machine description (``benchmarks/_record.py``).
+
+Needs jaxcert-bridges (torch); run with ``JAXCERT_BRIDGE_PROCESS=1``.  Usage:
+``python benchmarks/detective_real.py [--elements Sb,Mo,W,Cu,Ni,O] [--targets all|SPEC,...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from _record import finish  # noqa: E402
+
+MODELS = ("chgnet", "sevennet:7net-0", "sevennet:7net-mf-0:PBE", "sevennet:7net-l3i5")
+ROOT = pathlib.Path(__file__).parent / "results"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--elements", default="Sb,Mo,W,Cu,Ni,O")
+    ap.add_argument("--adsorbates", default="O")
+    ap.add_argument("--targets", default="all")
+    args = ap.parse_args()
+    load0 = os.getloadavg()
+    targets = MODELS if args.targets == "all" else tuple(args.targets.split(","))
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAXCERT_BRIDGE_PROCESS": "1"}
+    summary: dict = {"elements": args.elements, "models": list(MODELS), "runs": {}}
+    for target in targets:
+        committee = [m for m in MODELS if m != target]
+        name = target.replace(":", "_")
+        out = ROOT / "detective_real" / f"{name}_target"
+        protocols = "dimers,adsorption"
+        cmd = [sys.executable, "-m", "jaxcert.cli", "investigate", "--target", target, "--committee",
+               ",".join(committee), "--protocols", protocols, "--elements", args.elements, "--adsorbates",
+               args.adsorbates, "--out", str(out)]
+        if (out / "evidence.jsonl").exists():
+            cmd.append("--resume")
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        esc = json.loads((out / "escalation.json").read_text()) if (out / "escalation.json").exists() else {}
+        summary["runs"][target] = {
+            "committee": committee, "protocols": protocols, "returncode": proc.returncode, "wall_s": wall,
+            "escalated": esc.get("escalated"), "hypothesis": esc.get("hypothesis"), "scope": esc.get("scope"),
+            "type": esc.get("type"), "headline": esc.get("headline"), "rejected": esc.get("rejected"),
+            "protocol_artefacts": esc.get("protocol_artefacts"), "n_evals": esc.get("n_evals"),
+            "log_tail": proc.stdout.splitlines()[-12:], "report_dir": str(out.relative_to(ROOT.parent.parent))}
+        print(f"{target}: rc {proc.returncode}, {wall:.0f} s, escalated {esc.get('escalated')}", flush=True)
+    finish(summary, load0, str(ROOT / "detective_real.json"), "the wall times are inflated")
+
+
+if __name__ == "__main__":
+    main()

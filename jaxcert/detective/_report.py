@@ -1,0 +1,307 @@
+"""The escalation report directory (docs/detective.md §5).
+
+``report.md`` and a self-contained ``report.html`` with the seven sections (finding, type, application failure,
+figure, reproduction, DFT verification card, confounds closed), ``figure.svg``, ``reproduce.py``,
+``escalation.json`` (for machines), ``dft/`` (the card's inputs) and ``evidence.jsonl`` (the memory).  Without
+an escalation the directory still gets ``escalation.json`` (``"escalated": false``) and a ``report.md`` that
+lists what was rejected and why, and which cells were labelled protocol artefacts.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from jaxcert.detective._dft_card import decision_table, write_card
+from jaxcert.detective._oracle import LABEL as ORACLE_LABEL
+from jaxcert.detective._oracle import available as oracle_available
+from jaxcert.detective._oracle import energies as oracle_energies
+from jaxcert.detective._protocols import Cell, Dimers, Protocol, dimer_grid, dimer_metrics, dimer_structure
+from jaxcert.detective._registry import protocol_config
+from jaxcert.report import to_jsonable
+
+__all__ = ["write_report", "headline", "REPRODUCE"]
+
+#: Regions of the in-scope set re-run by reproduce.py and put on the DFT card (the strongest first).
+MAX_REGIONS = 6
+
+
+def _fmt(x: float, spec: str = ".4g") -> str:
+    return "n/a" if x is None or not math.isfinite(float(x)) else format(float(x), spec)
+
+
+def headline(cell: Cell, names: Sequence[str], unit: str = "") -> str:
+    """One line per cell, printed identically by the report and by ``reproduce.py``."""
+    t = names[0]
+    com = ", ".join(f"{n} {_fmt(cell.values.get(n, float('nan')))}" for n in names[1:])
+    u = f" {unit}" if unit and unit != "1" else ""  # "1": dimensionless
+    return (f"{cell.key}: target {t} {_fmt(cell.values.get(t, float('nan')))}{u}; committee {com}; robust z "
+            f"{_fmt(cell.signal.z, '.1f')}; {cell.signal.label}")
+
+
+REPRODUCE = '''#!/usr/bin/env python3
+"""Minimal reproduction of the escalated finding (jaxcert detective, docs/detective.md §5.5).
+
+Rebuilds the target and committee from their specs, re-runs the protocol on the escalated regions with the
+scope-probe settings and prints the headline numbers of report.md.  Runs in minutes on a CPU:
+
+    python3 reproduce.py
+"""
+import json
+import os
+import sys
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", {x64})
+
+from jaxcert.cli._common import load_model  # noqa: E402
+from jaxcert.detective import Committee, headline, make_protocol  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def main() -> int:
+    with open(os.path.join(HERE, "escalation.json")) as fh:
+        esc = json.load(fh)
+    try:
+        models = [load_model(spec) for spec in esc["specs"]]
+    except Exception as err:  # a model given as a Python object has no spec: edit esc["specs"]
+        print(f"cannot rebuild the models from {{esc['specs']}}: {{err}}", file=sys.stderr)
+        return 2
+    committee = Committee(models[0], models[1:], specs=esc["specs"])
+    protocol = make_protocol(esc["protocol"], esc["protocol_config"])
+    cells = protocol.run(committee, esc["reproduce"]["regions"], variant=esc["reproduce"]["variant"])
+    print(f"{{esc['protocol']}}: {{protocol.observable}}")
+    for cell in cells:
+        print(headline(cell, committee.names, protocol.unit))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
+def _figure(p: Protocol, cells: Sequence[Cell], names: Sequence[str], scope: Mapping[str, Any]) -> str:
+    from jaxcert import _html
+
+    t = names[0]
+    inside = [c for c in cells if p.in_scope(c.region, scope) and c.suspicious] or list(cells)
+    if not inside:
+        return "<p><em>no data for a figure</em></p>"
+    best = max(inside, key=lambda c: c.signal.z if math.isfinite(c.signal.z) else -1e9)
+    if best.data.get("x"):
+        series = [(("target " if n == t else "") + n, best.data["x"], best.data["y"].get(n, []))
+                  for n in names if best.data["y"].get(n)]
+        title = f"{best.key}: {p.observable}"
+        svg = _html.line_plot(series, title[:90], best.data["xlabel"], best.data["ylabel"], width=640, height=360)
+        return svg
+    if p.name == "adsorption":
+        metals = sorted({c.region["metal"] for c in cells})
+        ads = sorted({c.region["adsorbate"] for c in cells})
+        vals = np.full((len(metals), len(ads)), np.nan)
+        for c in cells:
+            vals[metals.index(c.region["metal"]), ads.index(c.region["adsorbate"])] = c.values.get(t, np.nan)
+        rows = []
+        for i, m in enumerate(metals):
+            tds = "".join(f'<td style="background:{"#f4a6a6" if v > 0 else "#cfe8cf"}">{_fmt(v, "+.2f")}</td>'
+                          for v in vals[i])
+            rows.append(f"<tr><th>{html.escape(m)}</th>{tds}</tr>")
+        head = "".join(f"<th>{html.escape(a)}</th>" for a in ads)
+        return (f'<table class="fig"><caption>E_rel of the target {html.escape(t)} (eV); red = above the separated '
+                f"fragments</caption><tr><th></th>{head}</tr>{''.join(rows)}</table>")
+    xs = list(range(len(inside)))
+    series = [(n, xs, [c.values.get(n, np.nan) for c in inside]) for n in names]
+    return _html.line_plot(series, f"{p.name}: value per cell ({', '.join(c.key for c in inside)[:60]})",
+                           "cell index", "value", markers=True)
+
+
+def _xtb(p: Protocol, regions: Sequence[Mapping[str, Any]], committee: Any, budget_s: float = 60.0) -> list[str]:
+    """GFN2-xTB tail fractions on a 0.25 Å grid for at most three pairs within ``budget_s`` seconds (indicative)."""
+    import time
+
+    if budget_s <= 0:
+        return ["GFN2-xTB: not run (oracle switched off for this run)."]
+    if not isinstance(p, Dimers):
+        return ["GFN2-xTB: not applicable to this protocol (periodic configurations)."]
+    if not oracle_available():
+        return ["GFN2-xTB: skipped (tblite is not installed)."]
+    lines = []
+    t0 = time.perf_counter()
+    for reg in list(regions)[:3]:
+        a, b = reg["elements"]
+        if time.perf_counter() - t0 > budget_s:
+            lines.append(f"{a}-{b}: GFN2-xTB skipped (the oracle's time budget of {budget_s:.0f} s is spent).")
+            continue
+        R, r_tail, _ = dimer_grid(a, b, p.config, committee.cutoff(dimer_structure(a, b, 3.0, committee.dtype)),
+                                  step=0.25)
+        E = oracle_energies([dimer_structure(a, b, float(r), np.float64).to_ase() for r in R], deadline=t0 + budget_s)
+        ok = np.isfinite(E) if E is not None else np.zeros(len(R), bool)
+        if E is None or not ok[-1] or ok.sum() < 6:
+            lines.append(f"{a}-{b}: GFN2-xTB gave no usable curve (SCF failures at {int((~ok).sum())} of {len(R)} "
+                         "points).")
+            continue
+        m = dimer_metrics(R[ok], E[ok], None, r_tail, p.config.tail_window)
+        lines.append(f"{a}-{b}: GFN2-xTB tail fraction {m['tail_fraction']:.3f} at {r_tail:.2f} Å (well depth "
+                     f"{m['well_depth']:.2f} eV at {m['r_min']:.2f} Å; {int((~ok).sum())} SCF failures dropped) — "
+                     f"{ORACLE_LABEL}.")
+    return lines
+
+
+def write_report(out: str, committee: Any, result: Any, esc: Mapping[str, Any] | None,
+                 screens: Mapping[str, Sequence[Cell]], protos: Mapping[str, Protocol], elements: Sequence[str],
+                 memory: Any, oracle_s: float = 60.0) -> dict[str, Any]:
+    """Write the report directory; return the ``escalation.json`` document."""
+    names = committee.names
+    rejected = [{"hypothesis_id": v["hypothesis_id"], "reason": v["reason"]} for v in result.verdicts
+                if v["verdict"] == "reject"]
+    artefacts = [{"protocol": a["protocol"], "cell": a["cell"], "reason": a["reason"]} for a in result.artefacts]
+    base = {"escalated": bool(result.escalated), "target": names[0], "committee": list(names[1:]),
+            "specs": list(committee.specs), "elements": list(elements), "protocols": list(protos),
+            "stop_reason": result.stop_reason, "n_evals": int(result.n_evals), "wall_s": float(result.wall_s),
+            "rejected": rejected, "protocol_artefacts": artefacts}
+    if esc is None:
+        doc = {**base, "hypothesis": None, "type": None, "protocol": None, "scope": None, "severity": None,
+               "signals": []}
+        lines = [f"# jaxcert investigate: no escalation ({result.stop_reason})", "",
+                 f"Target **{names[0]}**, committee {', '.join(names[1:])}; protocols {', '.join(protos)}; elements "
+                 f"{', '.join(elements)}; {result.n_evals} model evaluations.", ""]
+        lines += ["## Rejected hypotheses", ""] + ([f"- `{r['hypothesis_id']}`: {r['reason']}" for r in rejected]
+                                                  or ["- none"])
+        lines += ["", "## Labelled protocol artefacts (every model fails them; not escalated)", ""]
+        lines += [f"- {a['protocol']} {a['cell']}: {a['reason']}" for a in artefacts] or ["- none"]
+        _write(out, "report.md", "\n".join(lines) + "\n")
+        _write(out, "report.html", "<!doctype html><html><head><meta charset='utf-8'><title>jaxcert investigate</title>"
+               "</head><body><pre>" + html.escape("\n".join(lines)) + "</pre></body></html>")
+        _write(out, "escalation.json", json.dumps(to_jsonable(doc), indent=2))
+        return doc
+
+    h, p, decl = esc["hypothesis"], esc["protocol"], esc["declaration"]
+    scope_cells: list[Cell] = list(esc["scope_cells"])
+    t = names[0]
+    inside = [c for c in scope_cells if p.in_scope(c.region, h.scope)]
+    flagged = sorted([c for c in inside if c.suspicious], key=lambda c: -(c.signal.z if math.isfinite(c.signal.z)
+                                                                          else c.values.get(t, 0)))
+    top = flagged[:MAX_REGIONS] or inside[:MAX_REGIONS]
+    seeds = [c for c in esc["screen"] if c.key in set(h.seed_cells)]
+    heads = [headline(c, names, p.unit) for c in top]
+    sev = max((c.values.get(t, float("nan")) for c in top), default=float("nan"))
+    scope = dict(h.scope)
+    scope.setdefault("elements", [])
+    doc = {**base, "hypothesis": {"id": h.id, "statement": h.statement, "origin": h.origin},
+           "type": h.signal_type, "protocol": p.name, "protocol_config": protocol_config(p),
+           "observable": p.observable, "unit": p.unit, "scope": scope, "severity": sev,
+           "signals": [{"cell": c.key, **c.signal.to_dict()} for c in top],
+           "verdict": esc["verdict"], "declaration": {k: decl[k] for k in ("expected_failures", "expected_clean",
+                                                                             "criteria", "refuted_if")},
+           "reproduce": {"regions": [c.region for c in top], "variant": "fine"}, "headline": heads}
+
+    # (4) figure, (6) DFT card, oracle
+    svg = _figure(p, scope_cells, names, h.scope)
+    _write(out, "figure.svg", svg if svg.startswith("<svg") else '<svg xmlns="http://www.w3.org/2000/svg"/>')
+    configs = []
+    for c in top:
+        configs += p.configurations(c.region, committee, c)
+    card = write_card(os.path.join(out, "dft"), configs)
+    ref = top[0] if top else None
+    table = decision_table(h.signal_type, decl, ref.values.get(t, float("nan")) if ref else float("nan"),
+                           ref.signal.committee_median if ref else float("nan"),
+                           ref.signal.committee_scale if ref else float("nan"), p.observable, p.unit)
+    xtb = _xtb(p, [c.region for c in top], committee, budget_s=oracle_s)
+    doc["dft_card"] = {"configurations": card, "total_core_hours": float(sum(r["core_hours"] for r in card)),
+                       "decision_table": [{"reference": a, "verdict": b} for a, b in table],
+                       "pseudopotentials": "placeholders: supply PAW_PBE POTCARs (VASP) and <El>.pbe.UPF (QE)"}
+    doc["oracle"] = xtb
+    mech, imp = esc["probes"]["mechanism"], esc["probes"]["impact"]
+    confounds = list(mech.get("confounds", []))
+    n_all = [c.signal.n_committee_anomalous for c in top]
+    confounds.insert(0, f"a protocol artefact: excluded (committee models crossing the threshold on the escalated "
+                        f"cells: {', '.join(map(str, n_all))} of {len(names) - 1})")
+    v = esc["verdict"]["numbers"]
+    confounds.append(f"a scope larger than claimed: excluded ({v['out_of_scope_hits']}/{v['out_of_scope_scored']} "
+                     "out-of-scope cells show it)")
+    confounds = confounds[:5]
+    doc["confounds_closed"] = confounds
+    doc["mechanism"], doc["impact"] = mech["summary"], {"summary": imp["summary"], "boundary": imp["boundary"]}
+
+    seed_txt = [headline(c, names, p.unit) for c in seeds[:6]]
+    type_txt = ("an exact-constraint violation: verification decides the verdict by re-running the check; DFT "
+                "supplies reference values only" if h.signal_type == "exact-constraint violation" else
+                "a committee disagreement: the committee only allocated suspicion; the DFT reference decides")
+    sections = [
+        ("1. Finding", [f"{h.statement[0].upper()}{h.statement[1:]}. In the scope probe "
+                        f"{v['in_scope_hits']}/{v['in_scope_scored']} in-scope cells show the signal and "
+                        f"{v['out_of_scope_hits']}/{v['out_of_scope_scored']} out-of-scope cells do.",
+                        "Evidence it started from (the screen):"] + [f"    {s}" for s in seed_txt]),
+        ("2. Type", [f"{h.signal_type.capitalize()} — {type_txt}."]),
+        ("3. Application failure", [imp["summary"], imp["boundary"], "Mechanism probe: " + mech["summary"]]),
+        ("4. Figure", ["figure.svg (embedded in report.html)."]),
+        ("5. Reproduction", ["`python3 reproduce.py` (re-runs the escalated cells with the scope-probe settings; "
+                             "minutes on a CPU) prints:"] + [f"    {s}" for s in heads]),
+        ("6. DFT verification card", [f"{len(card)} configurations, about {doc['dft_card']['total_core_hours']:.1f} "
+                                      "core-hours in total (rough estimate: 0.01 core-h × N_atoms² × N_k). Inputs "
+                                      "in dft/vasp/<label>/ (POSCAR via ase.io.write format='vasp', INCAR, KPOINTS; "
+                                      "POTCAR not shipped) and dft/qe/<label>.pwi (ase.io.write format="
+                                      "'espresso-in'); the pseudopotential files are placeholders that you supply.",
+                                      ""] + [f"    {r['label']}: {r['formula']}, {r['atoms']} atoms, k {r['kpoints']},"
+                                             f" ~{r['core_hours']:.2g} core-h" for r in card]
+         + ["", "Decision table (derived from the pre-registration):"]
+         + [f"    - reference: {a} → {b}" for a, b in table]
+         + ["", "Independent cheap oracle (indicative, not DFT; never used to decide):"] + [f"    {x}" for x in xtb]),
+        ("7. Confounds closed", [f"- {c}" for c in confounds]),
+    ]
+    md = [f"# Escalation: {h.id}", "", f"Target **{t}**; committee {', '.join(names[1:])}; protocol {p.name} "
+          f"({p.observable}); {result.n_evals} model evaluations, {result.wall_s:.0f} s.", ""]
+    for title, body in sections:
+        md += [f"## {title}", ""] + [b.replace("    ", "    ", 1) for b in body]
+        if title.startswith("4."):
+            md += ["", "![figure](figure.svg)"]
+        md.append("")
+    md += ["## Pre-registration (written before the probes ran)", "",
+           f"- expected failures: {', '.join(decl['expected_failures'])}",
+           f"- expected clean: {', '.join(decl['expected_clean']) or 'none'}"]
+    md += [f"- refuted if {r}" for r in decl["refuted_if"]]
+    md += ["", "## Rejected before this one", ""] + ([f"- `{r['hypothesis_id']}`: {r['reason']}" for r in rejected]
+                                                    or ["- none"])
+    md += ["", "## Protocol artefacts (labelled, not escalated)", ""] + (
+        [f"- {a['protocol']} {a['cell']}: {a['reason']}" for a in artefacts] or ["- none"])
+    _write(out, "report.md", "\n".join(md) + "\n")
+    _write(out, "report.html", _html_page(h.id, sections, svg, md))
+    _write(out, "escalation.json", json.dumps(to_jsonable(doc), indent=2))
+    _write(out, "reproduce.py", REPRODUCE.format(x64=str(str(committee.dtype) == "float64")))
+    return doc
+
+
+def _html_page(title: str, sections: Sequence[tuple[str, list[str]]], svg: str, md: Sequence[str]) -> str:
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
+             "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto;line-height:1.4}"
+             "pre{background:#f6f6f6;padding:.5em;white-space:pre-wrap}table.fig td{padding:2px 6px}</style>"
+             f"</head><body><h1>Escalation: {html.escape(title)}</h1>"]
+    for head, body in sections:
+        parts.append(f"<h2>{html.escape(head)}</h2>")
+        if head.startswith("4."):
+            parts.append(svg)
+            continue
+        text = "\n".join(body)
+        parts.append(f"<pre>{html.escape(text)}</pre>")
+    tail = md[md.index("## Pre-registration (written before the probes ran)"):] if \
+        "## Pre-registration (written before the probes ran)" in md else []
+    parts.append("<h2>Pre-registration, rejections, artefacts</h2><pre>" + html.escape("\n".join(tail)) + "</pre>")
+    parts.append("</body></html>")
+    return "".join(parts)
+
+
+def _write(folder: str, name: str, text: str) -> None:
+    path = os.path.join(folder, name)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)

@@ -1,0 +1,373 @@
+r"""The search loop: screen, propose, pre-register, probe, decide; one hypothesis at a time (docs/detective.md §4).
+
+1. **Screen** every protocol cheaply on the target and the committee (one batched program per model); cells
+   that every model fails are recorded as protocol artefacts and never become hypotheses.
+2. A :class:`Proposer` ranks candidate hypotheses (protocol × region); :class:`RuleBasedProposer` is the
+   default.  The top one is selected, the others stay in the backlog.
+3. The selected hypothesis is **pre-registered** in the evidence memory before any of its probes runs: the
+   cells expected to fail (in scope), the cells expected clean (out of scope, next to it), and the numeric
+   criteria that would refute it.
+4. Three probes: *scope* (the protocol re-run on the neighbourhood with finer settings), *mechanism* and
+   *impact*; each report goes to the memory.
+5. Verdict, from the pre-registered criteria only: **escalate** or **reject** (with the reason).  An escalation
+   writes the report directory and ends the search; a rejection returns to 2 with the memory updated.
+
+The search stops early when the budget (model evaluations, :attr:`Committee.n_evals`) is spent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, runtime_checkable
+from typing import Protocol as TypingProtocol
+
+from jaxcert.detective._committee import Committee
+from jaxcert.detective._constraints import Constraints
+from jaxcert.detective._memory import EvidenceMemory
+from jaxcert.detective._protocols import Cell, Protocol
+from jaxcert.detective._registry import PROTOCOLS, make_protocol, protocol_config
+from jaxcert.detective._signals import ARTEFACT, CONSTRAINT, DISAGREEMENT
+
+__all__ = ["Hypothesis", "Proposer", "RuleBasedProposer", "InvestigationResult", "investigate", "make_protocol",
+           "PROTOCOLS", "MIN_IN_SCOPE", "MAX_OUT_OF_SCOPE", "severity_ratio"]
+
+#: Pre-registered criteria (docs/detective.md §4.5): at least this share of the in-scope cells must show the
+#: anomaly in the scope probe, and at most this share of the out-of-scope cells.
+MIN_IN_SCOPE = 0.5
+MAX_OUT_OF_SCOPE = 0.1
+
+
+def severity_ratio(p: Protocol, cell: Cell, target: str) -> float:
+    """Continuous severity of a cell for ranking: target value / threshold (÷ floor when the threshold is 0)."""
+    v = cell.values.get(target, float("nan"))
+    if not math.isfinite(v):
+        return 0.0
+    den = cell.signal.threshold if cell.signal.threshold > 0 else p.floor
+    return float(max(v, 0.0) / den)
+
+
+@dataclasses.dataclass
+class Hypothesis:
+    """A falsifiable failure hypothesis (docs/detective.md §4.2).
+
+    Attributes:
+      id: ``protocol:hash-of-scope`` (stable across runs).
+      protocol: the protocol that tests it.
+      scope: the region it claims (``elements`` for chemistry, ``pairs`` for adsorption/desorption, ...).
+      statement: one sentence.
+      signal_type: "exact-constraint violation" or "committee disagreement".
+      importance, severity, priority: the proposer's ranking inputs and result.
+      seed_cells: keys of the screen cells it started from.
+      origin: why it was proposed (e.g. "screen", "narrowed after rejection of ...").
+    """
+
+    id: str
+    protocol: str
+    scope: dict[str, Any]
+    statement: str
+    signal_type: str
+    importance: float
+    severity: float
+    priority: float
+    seed_cells: list[str]
+    origin: str = "screen"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def hypothesis_id(protocol: str, scope: Mapping[str, Any]) -> str:
+    h = hashlib.sha1(json.dumps(scope, sort_keys=True).encode()).hexdigest()[:10]
+    return f"{protocol}:{h}"
+
+
+@runtime_checkable
+class Proposer(TypingProtocol):
+    """Ranks candidate hypotheses (docs/detective.md §4.2); plug in your own (an LLM agent, a Bayesian one).
+
+    ``propose`` gets the screens (protocol name -> cells), the protocols, the target's name and the evidence
+    memory (read the verdicts to condition on them) and returns hypotheses, best first.  Settled ones
+    (``memory.settled()``) are dropped by the loop, so returning them again is harmless.
+    """
+
+    def propose(self, screens: Mapping[str, Sequence[Cell]], protocols: Mapping[str, Protocol], target: str,
+                memory: EvidenceMemory) -> list[Hypothesis]:
+        ...
+
+
+class RuleBasedProposer:
+    """The default proposer: rules over the protocol table (docs/detective.md §4.2).
+
+    * one hypothesis per protocol from its suspicious screen cells (per constraint for ``constraints``), scope
+      = the protocol's :meth:`~Protocol.scope_of` those cells;
+    * priority = importance × (1 + min(10, severity)), severity = the largest :func:`severity_ratio` of its
+      cells;
+    * memory: when a hypothesis was rejected, its *narrowed* form (only the cells with z >= 2 z_min, or value
+      >= 2 × threshold for constraints) is proposed next if it differs.
+    """
+
+    def _make(self, p: Protocol, cells: Sequence[Cell], target: str, origin: str) -> Hypothesis:
+        scope = p.scope_of(cells)
+        sev = max(severity_ratio(p, c, target) for c in cells)
+        return Hypothesis(id=hypothesis_id(p.name, scope), protocol=p.name, scope=scope, statement=p.statement(scope),
+                          signal_type="exact-constraint violation" if p.kind == "constraint" else
+                          "committee disagreement", importance=p.importance, severity=sev,
+                          priority=p.importance * (1.0 + min(10.0, sev)), seed_cells=[c.key for c in cells],
+                          origin=origin)
+
+    def propose(self, screens: Mapping[str, Sequence[Cell]], protocols: Mapping[str, Protocol], target: str,
+                memory: EvidenceMemory) -> list[Hypothesis]:
+        out: list[Hypothesis] = []
+        rejected = {r["hypothesis_id"] for r in memory.of_type("verdict") if r["verdict"] == "reject"}
+        for name, cells in screens.items():
+            p = protocols[name]
+            sus = [c for c in cells if c.suspicious]
+            if not sus:
+                continue
+            groups = ([[c for c in sus if c.region["constraint"] == k] for k in sorted({c.region["constraint"]
+                                                                                     for c in sus})]
+                      if isinstance(p, Constraints) else [sus])
+            for g in groups:
+                h = self._make(p, g, target, "screen")
+                out.append(h)
+                if h.id in rejected:
+                    strong = [c for c in g if (c.signal.z >= 2 * p.z_min if c.signal.label == DISAGREEMENT
+                                               else c.values[target] >= 2 * c.signal.threshold)]
+                    if strong and len(strong) < len(g):
+                        out.append(self._make(p, strong, target, f"narrowed after the rejection of {h.id}"))
+        out.sort(key=lambda h: -h.priority)
+        return out
+
+
+@dataclasses.dataclass
+class InvestigationResult:
+    """What :func:`investigate` returns (also written to ``escalation.json``)."""
+
+    escalated: bool
+    hypothesis: Hypothesis | None
+    stop_reason: str
+    verdicts: list[dict[str, Any]]
+    artefacts: list[dict[str, Any]]
+    n_evals: int
+    wall_s: float
+    out: str
+    escalation: dict[str, Any] | None = None
+
+
+def _fingerprint(p: Protocol, committee: Committee, elements: Sequence[str]) -> str:
+    doc = {"protocol": p.name, "config": protocol_config(p), "elements": list(elements),
+           "models": list(committee.names), "dtype": str(committee.dtype)}
+    return hashlib.sha1(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _fraction(cells: Sequence[Cell], labels: Sequence[str]) -> tuple[float, int, int]:
+    scored = [c for c in cells if c.signal.label != "skipped"]
+    hit = sum(c.signal.label in labels for c in scored)
+    return (hit / len(scored) if scored else float("nan")), hit, len(scored)
+
+
+def declare(h: Hypothesis, p: Protocol, regions: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The pre-registration of ``h`` (docs/detective.md §4.3), written before its probes run."""
+    keys_in = [p.key(r) for r in regions if p.in_scope(r, h.scope)]
+    keys_out = [p.key(r) for r in regions if not p.in_scope(r, h.scope)]
+    label = CONSTRAINT if p.kind == "constraint" else DISAGREEMENT
+    return {
+        "hypothesis": h.to_dict(),
+        "expected_failures": keys_in,
+        "expected_clean": keys_out,
+        "scope": h.scope,
+        "criteria": {"signal": label, "min_in_scope_fraction": MIN_IN_SCOPE, "max_out_of_scope_fraction":
+                     MAX_OUT_OF_SCOPE, "threshold": p.threshold, "z_min": p.z_min, "floor": p.floor,
+                     "variant": "fine"},
+        "refuted_if": [
+            f"fewer than {MIN_IN_SCOPE:.0%} of the in-scope cells show the {label} signal in the scope probe (finer "
+            "settings)",
+            f"more than {MAX_OUT_OF_SCOPE:.0%} of the out-of-scope cells show it (the scope is wrong)",
+            "every committee model shows the same anomaly in scope (a protocol artefact, not the target)",
+        ],
+        "protocol": p.describe(),
+        "regions": list(regions),
+    }
+
+
+def decide(decl: Mapping[str, Any], p: Protocol, cells: Sequence[Cell]) -> dict[str, Any]:
+    """Apply the pre-registered criteria to the scope probe's cells: escalate or reject (with the reason)."""
+    crit = decl["criteria"]
+    label = crit["signal"]
+    inside = [c for c in cells if c.key in set(decl["expected_failures"])]
+    outside = [c for c in cells if c.key in set(decl["expected_clean"])]
+    f_in, n_in, d_in = _fraction(inside, (label,))
+    f_out, n_out, d_out = _fraction(outside, (label,))
+    art_in = sum(c.signal.label == ARTEFACT for c in inside)
+    numbers = {"in_scope_fraction": f_in, "in_scope_hits": n_in, "in_scope_scored": d_in,
+               "out_of_scope_fraction": f_out, "out_of_scope_hits": n_out, "out_of_scope_scored": d_out,
+               "in_scope_artefacts": art_in}
+    reasons = []
+    if not d_in:
+        reasons.append("no in-scope cell could be scored")
+    elif f_in < crit["min_in_scope_fraction"]:
+        reasons.append(f"only {n_in}/{d_in} in-scope cells show the {label} signal (< "
+                       f"{crit['min_in_scope_fraction']:.0%} pre-registered)")
+    if d_out and f_out > crit["max_out_of_scope_fraction"]:
+        reasons.append(f"{n_out}/{d_out} out-of-scope cells show it too (> {crit['max_out_of_scope_fraction']:.0%} "
+                       "pre-registered): the scope is wrong")
+    if d_in and art_in and art_in >= max(1, d_in - n_in):
+        reasons.append(f"{art_in} in-scope cells are failed by every model: a protocol artefact")
+    verdict = "reject" if reasons else "escalate"
+    return {"verdict": verdict, "reason": "; ".join(reasons) if reasons else
+            f"{n_in}/{d_in} in-scope and {n_out}/{d_out} out-of-scope cells show the {label} signal, as "
+            "pre-registered", "numbers": numbers}
+
+
+def investigate(
+    committee: Committee,
+    protocols: Sequence[str | Protocol] = PROTOCOLS,
+    elements: Sequence[str] = ("Cu", "Ni", "Pt", "C", "O"),
+    budget: int = 1_000_000,
+    out: str | os.PathLike = "investigation",
+    proposer: Proposer | None = None,
+    log: Callable[[str], None] | None = print,
+    write: bool = True,
+    oracle_s: float = 60.0,
+) -> InvestigationResult:
+    """Run the failure-mode search (docs/detective.md §4) and write the report directory ``out``.
+
+    Args:
+      committee: target + committee (:class:`Committee`).
+      protocols: protocol names (``"dimers"``, ``"desorption"``, ``"adsorption"``, ``"constraints"``) or
+        :class:`Protocol` instances.
+      elements: the chemistry to search (element symbols).
+      budget: model evaluations (:attr:`Committee.n_evals`) after which the search stops.
+      out: the report directory; ``out/evidence.jsonl`` is the evidence memory (a rerun resumes from it).
+      proposer: ranks hypotheses (default :class:`RuleBasedProposer`).
+      log: progress lines (None: quiet).
+      write: write the report files (escalation.json, report.md/html, reproduce.py, the DFT card).
+      oracle_s: seconds the GFN2-xTB oracle may spend on the report (0: off); indicative only, never decides.
+
+    Returns:
+      :class:`InvestigationResult`.
+    """
+    from jaxcert.detective._report import write_report
+
+    t0 = time.perf_counter()
+    say = log or (lambda _m: None)
+    out = os.fspath(out)
+    os.makedirs(out, exist_ok=True)
+    memory = EvidenceMemory(os.path.join(out, "evidence.jsonl"))
+    resumed = bool(memory.records)
+    built = [p if isinstance(p, Protocol) else make_protocol(p) for p in protocols]
+    protos = {p.name: p for p in built}
+    proposer = proposer or RuleBasedProposer()
+    committee.n_evals = memory.n_evals()
+    memory.append("run", target=committee.target_name, committee=committee.names[1:], specs=committee.specs,
+                  protocols=list(protos), elements=list(elements), budget=int(budget), resumed=resumed,
+                  proposer=type(proposer).__name__)
+    screens: dict[str, list[Cell]] = {}
+    stop = None
+    names = list(protos)
+    for k, (name, p) in enumerate(protos.items()):
+        fp = _fingerprint(p, committee, elements)
+        rec = memory.screen(name, fp)
+        if rec is not None:
+            screens[name] = [Cell.from_dict(c) for c in rec["cells"]]
+            say(f"[screen {k + 1}/{len(names)}] {name}: {len(screens[name])} cells from the evidence memory")
+            continue
+        if committee.n_evals >= budget:
+            stop = "budget"
+            break
+        t1 = time.perf_counter()
+        n0 = committee.n_evals
+        regions = p.regions(elements, committee)
+        say(f"[screen {k + 1}/{len(names)}] {name}: {len(regions)} regions × {len(committee.models)} models ...")
+        cells = p.run(committee, regions) if regions else []
+        screens[name] = cells
+        memory.append("screen", protocol=name, fingerprint=fp, config=protocol_config(p), cells=[c.to_dict() for c
+                                                                                                 in cells],
+                      evals=committee.n_evals - n0, wall_s=time.perf_counter() - t1)
+        for c in cells:
+            if c.signal.label == ARTEFACT:
+                memory.append("artefact", protocol=name, cell=c.key, reason=c.signal.reason, values=c.values)
+        n_sus = sum(c.suspicious for c in cells)
+        say(f"    {n_sus} suspicious, {sum(c.signal.label == ARTEFACT for c in cells)} protocol artefacts, "
+            f"{committee.n_evals - n0} evaluations, {time.perf_counter() - t1:.1f} s")
+    hypothesis: Hypothesis | None = None
+    escalation = None
+    done = [v for v in memory.of_type("verdict") if v["verdict"] == "escalate"]
+    if done and stop is None:  # a finished run: rebuild its escalation from the memory, recompute nothing
+        hid = done[-1]["hypothesis_id"]
+        decl = {k: v for k, v in memory.declaration(hid).items() if k not in ("type", "t")}
+        hypothesis = Hypothesis(**decl["hypothesis"])
+        p = protos[hypothesis.protocol]
+        escalation = {"hypothesis": hypothesis, "declaration": decl,
+                      "scope_cells": [Cell.from_dict(c) for c in memory.probe(hid, "scope")["cells"]],
+                      "probes": {n: memory.probe(hid, n)["report"] for n in ("mechanism", "impact")},
+                      "verdict": {k: v for k, v in done[-1].items() if k not in ("type", "t", "hypothesis_id")},
+                      "screen": screens.get(hypothesis.protocol, []), "protocol": p}
+        stop = "escalated"
+        say(f"[hypothesis] {hid}: escalated in an earlier run (from the evidence memory)")
+    while stop is None:
+        settled = memory.settled()
+        cands = [h for h in proposer.propose(screens, protos, committee.target_name, memory) if h.id not in settled]
+        if not cands:
+            stop = "exhausted"
+            break
+        if committee.n_evals >= budget:
+            stop = "budget"
+            break
+        h = cands[0]
+        p = protos[h.protocol]
+        decl_rec = memory.declaration(h.id)
+        if decl_rec is None:
+            regions = p.neighbourhood(h.scope, elements, committee)
+            decl = declare(h, p, regions)
+            decl["backlog"] = [c.to_dict() for c in cands[1:]]
+            memory.append("declaration", **decl)
+            say(f"[hypothesis] {h.id} (priority {h.priority:.2f}): {h.statement}")
+            say(f"    pre-registered: {len(decl['expected_failures'])} cells expected to fail, "
+                f"{len(decl['expected_clean'])} expected clean")
+        else:
+            decl = {k: v for k, v in decl_rec.items() if k not in ("type", "t")}
+            say(f"[hypothesis] {h.id}: declaration from the evidence memory")
+        probes: dict[str, Any] = {}
+        rec = memory.probe(h.id, "scope")
+        if rec is None:
+            n0 = committee.n_evals
+            cells = p.run(committee, decl["regions"], variant="fine")
+            rec = memory.append("probe", hypothesis_id=h.id, probe="scope", cells=[c.to_dict() for c in cells],
+                                evals=committee.n_evals - n0)
+        scope_cells = [Cell.from_dict(c) for c in rec["cells"]]
+        for pname, fn in (("mechanism", p.mechanism), ("impact", p.impact)):
+            prec = memory.probe(h.id, pname)
+            if prec is None:
+                n0 = committee.n_evals
+                res = fn(committee, h.scope, scope_cells)
+                res.pop("evals", None)
+                prec = memory.append("probe", hypothesis_id=h.id, probe=pname, report=res,
+                                     evals=committee.n_evals - n0)
+            probes[pname] = prec["report"]
+        v = decide(decl, p, scope_cells)
+        memory.append("verdict", hypothesis_id=h.id, **v)
+        say(f"    verdict: {v['verdict']} ({v['reason']})")
+        if v["verdict"] == "escalate":
+            hypothesis = h
+            escalation = {"hypothesis": h, "declaration": decl, "scope_cells": scope_cells, "probes": probes,
+                          "verdict": v, "screen": screens.get(h.protocol, []), "protocol": p}
+            stop = "escalated"
+    memory.append("stop", reason=stop, evals=0, n_evals=committee.n_evals)
+    verdicts = memory.of_type("verdict")
+    artefacts = memory.of_type("artefact")
+    result = InvestigationResult(escalated=stop == "escalated", hypothesis=hypothesis, stop_reason=stop,
+                                 verdicts=verdicts, artefacts=artefacts, n_evals=committee.n_evals,
+                                 wall_s=time.perf_counter() - t0, out=out)
+    if write:
+        result.escalation = write_report(out, committee, result, escalation, screens, protos, elements, memory,
+                                         oracle_s=oracle_s)
+        result.wall_s = time.perf_counter() - t0
+    say(f"[done] {stop}: {committee.n_evals} evaluations, {result.wall_s:.1f} s; report in {out}")
+    return result

@@ -1,0 +1,463 @@
+r"""SevenNet (SevenNet-0, SevenNet-MF-0, SevenNet-l3i5) natively in JAX, with e3nn-jax.
+
+``jaxcert.models.get("sevennet", checkpoint="7net-0")`` returns a :class:`jaxcert.Model`
+whose ``energy_fn(params, structure)`` is the SevenNet network written in JAX and whose
+``params`` are the checkpoint's weights; forces and stress are JAX derivatives of the
+energy, so the model jits, vmaps over padded batches and differentiates to any order.
+Architecture, file format and measured agreement: ``docs/sevennet.md``.
+
+The network (a NequIP-style E(3)-equivariant message-passing model; for SevenNet-0 five
+interaction layers, node features 128x0e+64x1e+32x2e, l_max 2, cutoff 5 Å) is run as
+the sequence of *operations* stored in the converted file, one per sevenn module:
+
+* ``edge_embedding``: for every directed edge i ← j with displacement
+  d = r_j + image − r_i (|d| < r_c), the radial embedding
+  (2/r_c)·sin(c_n r)/r · f_cut(r) with trained c_n (8 Bessel functions; f_cut the XPLOR
+  switch from 4.5 to 5.0 Å, or the p = 6 polynomial of l3i5) and the real spherical
+  harmonics Y(d/|d|) up to l_max in e3nn's "component" normalisation;
+* ``onehot``: the species (index of the checkpoint's type map) and, for a
+  multi-fidelity model, the modality, as one-hot vectors;
+* ``linear``: an equivariant linear map (e3nn's ``o3.Linear``): per pair of equal
+  irreps, out_w = α Σ_u x_u W_uw with α = 1/√fan-in; a multi-fidelity layer first
+  appends the modality one-hot to its scalar input;
+* ``convolution``: the "uvu" tensor product of the neighbour's features x_j with Y(d)
+  weighted per edge and channel by a radial MLP (e3nn ``FullyConnectedNet``: no bias,
+  W/√fan-in, second-moment-normalised SiLU) of the embedding, each path scaled by its
+  e3nn path weight and summed over the neighbours j of i, divided by a constant;
+* ``add`` (the linear self-connection), ``gate`` (e3nn ``Gate``: SiLU on the scalars,
+  SiLU gates multiplying the l > 0 features), ``rescale`` (per-species, or per
+  modality and species, scale and shift of the atomic energy) and ``reduce`` (sum).
+
+Messages into atom i are summed over its neighbour slots (no scatter).  Neighbours come
+from :func:`jaxcert.neighbors.pairs` (dense images for small cells, the cell list for large
+ones); they are compacted to the ``capacity`` nearest slots per atom, chosen with the
+distances held constant under differentiation (exact derivatives); more than
+``capacity`` neighbours within the cutoff turn the energy into NaN, never a silently
+truncated sum.
+
+The weights are read from a torch-free ``.npz`` (arrays plus a JSON config) that
+:func:`jaxcert_bridges.convert.convert_sevennet` writes from the installed ``sevenn``
+package; :func:`sevennet` converts on first use, in a subprocess, so this process never
+imports torch.  sevenn is GPL-3.0: this module is an independent implementation of the
+published architecture (facts of its behaviour, none of its code), and weights are
+converted locally, never redistributed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxcert.model import Model
+from jaxcert.neighbors import pairs
+from jaxcert.structure import Structure
+
+__all__ = ["sevennet", "load_converted", "converted_path", "weights_dir", "SevenNetUnavailable",
+           "DEFAULT_CAPACITY", "SHIPPED"]
+
+#: Checkpoints shipped inside the sevenn wheel (converted on first use).
+SHIPPED: tuple[str, ...] = ("7net-0", "7net-0_11July2024", "7net-0_22May2024", "7net-mf-0", "7net-l3i5")
+
+#: Default neighbour slots per atom (within 5 Å: fcc metals ~42, diamond carbon 92, 10 % compressed diamond ~126).
+DEFAULT_CAPACITY = 160
+
+_FORMAT = "jaxcert-sevennet"
+_FORMAT_VERSION = 1
+
+
+class SevenNetUnavailable(ImportError):
+    """The converted weights are not present and cannot be made here (sevenn/torch or e3nn-jax missing)."""
+
+
+# ------------------------------------------------------------------------------------------- weights file
+def weights_dir() -> str:
+    """Directory of converted weights: ``$JAXCERT_CACHE/sevennet`` or ``~/.cache/jaxcert/sevennet``."""
+    root = os.environ.get("JAXCERT_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "jaxcert")
+    return os.path.join(root, "sevennet")
+
+
+def converted_path(checkpoint: str) -> str:
+    """The cache file for a shipped checkpoint name (a path-like name is reduced to its file stem)."""
+    stem = os.path.splitext(os.path.basename(checkpoint))[0] if os.sep in checkpoint else checkpoint
+    return os.path.join(weights_dir(), f"{stem}.npz")
+
+
+def _convert_in_subprocess(checkpoint: str, path: str) -> None:
+    """Run the bridges' converter in a fresh interpreter (torch never enters this process)."""
+    missing = [m for m in ("jaxcert_bridges", "sevenn", "torch") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise SevenNetUnavailable(
+            f"SevenNet weights for {checkpoint!r} are not converted yet ({path} does not exist) and the converter "
+            f"needs {', '.join(missing)}: install them with `pip install torch==2.13.0` then "
+            '`pip install -e "bridges[sevennet]" "torch==2.13.0"` (docs/install.md), or convert elsewhere with '
+            f"`python -m jaxcert_bridges.convert sevennet:{checkpoint} -o FILE` and pass path=FILE"
+        )
+    cmd = [sys.executable, "-m", "jaxcert_bridges.convert", f"sevennet:{checkpoint}", "-o", path]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0 or not os.path.isfile(path):
+        raise SevenNetUnavailable(f"converting SevenNet {checkpoint!r} failed ({' '.join(cmd)}):\n{r.stderr[-3000:]}")
+
+
+def load_converted(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """(config, arrays) of a converted file (``docs/sevennet.md`` "File format"); no torch, no pickle."""
+    with np.load(path, allow_pickle=False) as z:
+        config = json.loads(str(z["config"]))
+        arrays = {k: np.asarray(z[k]) for k in z.files if k != "config"}
+    if config.get("format") != _FORMAT or config.get("format_version") != _FORMAT_VERSION:
+        raise ValueError(f"{path} is not a {_FORMAT} v{_FORMAT_VERSION} file "
+                         f"(format {config.get('format')!r} v{config.get('format_version')!r}); convert it again")
+    return config, arrays
+
+
+# ------------------------------------------------------------------------------------------- building blocks
+_ACTS: dict[str, Callable[[jax.Array], jax.Array]] = {
+    "silu": jax.nn.silu, "tanh": jnp.tanh, "sigmoid": jax.nn.sigmoid, "softplus": jax.nn.softplus,
+    "relu": jax.nn.relu, "gelu": lambda x: jax.nn.gelu(x, approximate=False),
+    "ssp": lambda x: jax.nn.softplus(x) - float(np.log(2.0)),
+}
+
+
+def _act(spec: dict[str, Any]) -> Callable[[jax.Array], jax.Array] | None:
+    if spec["act"] is None:
+        return None
+    f, cst = _ACTS[spec["act"]], float(spec["cst"])
+    return f if cst == 1.0 else (lambda x: f(x) * cst)
+
+
+class _Irreps:
+    """(mul, l, dim, offset) per entry of an e3nn irreps string, from e3nn-jax's parser."""
+
+    def __init__(self, text: str) -> None:
+        import e3nn_jax as e3nn
+
+        self.entries: list[tuple[int, int, int, int]] = []
+        off = 0
+        for mul, ir in e3nn.Irreps(text):
+            self.entries.append((int(mul), int(ir.l), int(ir.dim), off))
+            off += int(mul) * int(ir.dim)
+        self.dim = off
+
+    def block(self, x: jax.Array, k: int) -> jax.Array:
+        """Entry k of the last axis as (..., mul, 2l+1)."""
+        mul, _, d, off = self.entries[k]
+        return x[..., off:off + mul * d].reshape(*x.shape[:-1], mul, d)
+
+
+def _cat(blocks: list[jax.Array], lead: tuple[int, ...]) -> jax.Array:
+    return jnp.concatenate([b.reshape(*lead, -1) for b in blocks], axis=-1)
+
+
+def _linear(op: dict[str, Any], W: jax.Array, x: jax.Array) -> jax.Array:
+    """e3nn ``o3.Linear``: out[i_out] = Σ_ins path_weight · Σ_u x[i_in]_u W_uw, weights flat in instruction order."""
+    ir_in, ir_out = _Irreps(op["irreps_in"]), _Irreps(op["irreps_out"])
+    lead = x.shape[:-1]
+    outs: list[jax.Array | None] = [None] * len(ir_out.entries)
+    off = 0
+    for i_in, i_out, pw in op["instructions"]:
+        mi, mo = ir_in.entries[i_in][0], ir_out.entries[i_out][0]
+        w = W[off:off + mi * mo].reshape(mi, mo)
+        off += mi * mo
+        y = pw * jnp.einsum("...ud,uw->...wd", ir_in.block(x, i_in), w)
+        outs[i_out] = y if outs[i_out] is None else outs[i_out] + y
+    blocks = [o if o is not None else jnp.zeros((*lead, m, d), x.dtype)
+              for o, (m, _, d, _) in zip(outs, ir_out.entries, strict=True)]
+    return _cat(blocks, lead)
+
+
+def _cg(l1: int, l2: int, l3: int, dtype) -> jax.Array:
+    import e3nn_jax as e3nn
+
+    return jnp.asarray(np.asarray(e3nn.clebsch_gordan(l1, l2, l3)), dtype)
+
+
+def _cutoff_fn(cfg: dict[str, Any], r: jax.Array) -> jax.Array:
+    rc = cfg["r_cut"]
+    if cfg["kind"] == "xplor":
+        ron = cfg["r_on"]
+        r2, ron2, rc2 = r * r, ron * ron, rc * rc
+        return jnp.where(r < ron, 1.0, (rc2 - r2) ** 2 * (rc2 + 2 * r2 - 3 * ron2) / (rc2 - ron2) ** 3)
+    if cfg["kind"] == "poly":
+        p = cfg["p"]
+        x = r / rc
+        return (1 - (p + 1.0) * (p + 2.0) / 2.0 * x ** p + p * (p + 2.0) * x ** (p + 1.0)
+                - p * (p + 1.0) / 2.0 * x ** (p + 2.0))
+    raise ValueError(f"unknown cutoff function {cfg['kind']!r}")
+
+
+def _edges(s: Structure, cutoff: float, capacity: int | None, flip: bool = False):
+    """(dR, j, mask) of the directed edges i ← j within ``cutoff``, at most ``capacity`` slots per atom.
+
+    dR = r_j + image − r_i (the sender j's displacement from the receiver i); slots beyond the cutoff or
+    not real are masked.  Compaction keeps the nearest slots (stop-gradient distances, so derivatives are
+    exact); an atom with more than ``capacity`` neighbours within the cutoff makes dR (hence E) NaN.
+    ``flip`` reverses the edge vectors (only for the negative control in the tests).
+    """
+    p = pairs(s, cutoff)
+    dR, j = p.dR, p.j
+    within = p.mask & (jax.lax.stop_gradient(p.r) < cutoff)
+    m = within.shape[-1]
+    if capacity is not None and capacity < m:
+        key = jnp.where(within, jax.lax.stop_gradient(p.r), jnp.inf)
+        _, idx = jax.lax.top_k(-key, capacity)
+        overflow = jnp.any(jnp.sum(within, axis=-1) > capacity)
+        dR = jnp.take_along_axis(dR, idx[..., None], axis=-2)
+        dR = jnp.where(overflow, jnp.nan, dR)
+        j = jnp.take_along_axis(j, idx, axis=-1)
+        within = jnp.take_along_axis(within, idx, axis=-1)
+    if flip:
+        dR = -dR
+    return dR, j, within
+
+
+# ------------------------------------------------------------------------------------------- the network
+def _energy(config: dict[str, Any], params: dict[str, jax.Array], s: Structure, *, modal_idx: int | None,
+            capacity: int | None, type_table: np.ndarray, flip: bool = False) -> jax.Array:
+    """SevenNet's total energy (eV): the operations of ``config`` run in order on a dict of arrays."""
+    dt = s.positions.dtype
+    P = {k: (v.astype(dt) if jnp.issubdtype(v.dtype, jnp.floating) else v) for k, v in params.items()}
+    n = s.n_atoms
+    cutoff = float(config["cutoff"])
+    dR, j, emask = _edges(s, cutoff, capacity, flip=flip)
+    fmask = emask.astype(dt)
+    safe = jnp.where(emask[..., None], dR, jnp.asarray([0.0, 0.0, 1.0], dt))
+    r = jnp.sqrt(jnp.sum(safe * safe, axis=-1))
+    data: dict[str, Any] = {"x": jnp.asarray(type_table)[s.numbers]}
+    if modal_idx is not None:
+        data["modal_type"] = jnp.asarray(modal_idx)
+    ctx = {"r": r, "safe": safe, "j": j, "fmask": fmask, "mask": s.mask, "n": n, "dt": dt}
+    for op in config["ops"]:
+        _run_op(op, P, data, ctx)
+    return data["inferred_total_energy"]
+
+
+def _run_op(op: dict[str, Any], P: dict[str, jax.Array], data: dict[str, Any], ctx: dict[str, Any]) -> None:
+    """Run one operation of the converted file on ``data`` (in place)."""
+    import e3nn_jax as e3nn
+
+    r, safe, j, fmask, dt, n = ctx["r"], ctx["safe"], ctx["j"], ctx["fmask"], ctx["dt"], ctx["n"]
+    kind = op["op"]
+    if kind == "edge_embedding":
+        c = P[op["coeffs"]]
+        basis = op["prefactor"] * jnp.sin(c * r[..., None]) / r[..., None]
+        data[op["key_embedding"]] = basis * _cutoff_fn(op["cutoff"], r)[..., None]
+        sh = e3nn.spherical_harmonics(op["sh_irreps"], safe, normalize=op["sh_normalize"],
+                                      normalization=op["sh_normalization"])
+        data[op["key_attr"]] = sh.array
+    elif kind == "onehot":
+        idx = data[op["key_in"]]
+        data[op["key_out"]] = jax.nn.one_hot(idx, op["num_classes"], dtype=dt)
+        if op.get("key_save"):
+            data[op["key_save"]] = idx
+        if op.get("key_additional"):
+            data[op["key_additional"]] = data[op["key_out"]]
+    elif kind == "linear":
+        x = data[op["key_in"]]
+        if op["num_modalities"] > 1:
+            mod = jnp.broadcast_to(data[op["key_modal"]], (*x.shape[:-1], op["num_modalities"]))
+            x = jnp.concatenate([x, mod.astype(dt)], axis=-1)
+        data[op["key_out"]] = _linear(op, P[op["weight"]], x)
+    elif kind == "add":
+        data[op["key_out"]] = data[op["key_a"]] + data[op["key_b"]]
+        if op["key_b"] == "self_cont_tmp":
+            del data["self_cont_tmp"]
+    elif kind == "convolution":
+        data[op["key_x"]] = _convolution(op, P, data[op["key_x"]], data[op["key_filter"]],
+                                         data[op["key_weight"]], j, fmask)
+    elif kind == "gate":
+        data[op["key"]] = _gate(op, data[op["key"]])
+    elif kind == "rescale":
+        e, sp = data[op["key_in"]], data[op["key_atom"]] if op["key_atom"] else None
+        shift, scale = P[op["shift"]], P[op["scale"]]
+        if op["modal_shift"]:
+            shift = shift[data[op["key_modal"]]]
+        if op["modal_scale"]:
+            scale = scale[data[op["key_modal"]]]
+        if sp is not None:
+            shift = shift[sp] if shift.ndim else shift
+            scale = scale[sp] if scale.ndim else scale
+        data[op["key_out"]] = e * scale.reshape(-1, 1) + shift.reshape(-1, 1)
+    elif kind == "reduce":
+        e = data[op["key_in"]].reshape(n)
+        data[op["key_out"]] = jnp.sum(jnp.where(ctx["mask"], e, 0.0)) * op["constant"]
+    else:
+        raise ValueError(f"unknown operation {kind!r} in the converted SevenNet file")
+
+
+
+def _convolution(op: dict[str, Any], P: dict[str, jax.Array], x: jax.Array, Y: jax.Array, emb: jax.Array,
+                 j: jax.Array, fmask: jax.Array) -> jax.Array:
+    """Σ_j Σ_paths w_e,u · path_weight · CG(x_j,u ⊗ Y_e) into each receiver i, over the denominator."""
+    dt = x.dtype
+    h = emb
+    for layer in op["radial"]:
+        W = P[layer["weight"]]
+        act = _act(layer)
+        if act is not None:
+            h = act(h @ (W / (layer["h_in"] * layer["var_in"]) ** 0.5)) * layer["var_out"] ** 0.5
+        else:
+            h = h @ (W / (layer["h_in"] * layer["var_in"] / layer["var_out"]) ** 0.5)
+    w_edge = h * fmask[..., None]  # masked slots carry no message
+    ir1, iro = _Irreps(op["irreps_in1"]), _Irreps(op["irreps_out"])
+    xj = x[j]  # (n, k, dim1): the sender's features
+    lead = xj.shape[:-1]
+    outs: list[jax.Array | None] = [None] * len(iro.entries)
+    for i1, T, w_cols, pieces in _tp_plan(op):
+        # all paths leaving input entry i1 in one contraction: z_euq = Σ_ij x_eui Y_ej T_ijq
+        A = jnp.einsum("...j,ijq->...iq", Y, jnp.asarray(T, dt))
+        z = jnp.einsum("...ui,...iq->...uq", ir1.block(xj, i1), A)
+        wq = jnp.concatenate([jnp.broadcast_to(w_edge[..., c0:c0 + z.shape[-2], None], (*lead, z.shape[-2], d3))
+                              for c0, d3 in w_cols], axis=-1)
+        z = z * wq  # per-edge, per-channel path weight (mul2 = 1)
+        for io, q0, d3 in pieces:
+            y = z[..., q0:q0 + d3]
+            outs[io] = y if outs[io] is None else outs[io] + y
+    msg = _cat([o for o in outs], lead)  # every output entry of SevenNet's convolution has its own path
+    agg = jnp.sum(msg, axis=-2)  # messages into i: sum over its neighbour slots
+    return agg / P[op["denominator"]].reshape(())
+
+
+def _tp_plan(op: dict[str, Any]) -> list[tuple[int, np.ndarray, list[tuple[int, int]], list[tuple[int, int, int]]]]:
+    """Per input entry i1 of a "uvu" product: the stacked CG tensor T (d1, dim2, Q) of all its paths (path
+    weights folded in), each path's first column in the per-edge weights and its width 2l+1, and where each
+    path's Q-slice goes: (i_out, q0, 2l+1).  Static (numpy), built once per operation."""
+    key = json.dumps([op["irreps_in1"], op["irreps_in2"], op["irreps_out"], op["instructions"],
+                      op.get("unfolded_w3j", [])])
+    if key in _PLANS:
+        return _PLANS[key]
+    import e3nn_jax as e3nn
+
+    ir1, ir2, iro = _Irreps(op["irreps_in1"]), _Irreps(op["irreps_in2"]), _Irreps(op["irreps_out"])
+    unfolded = {tuple(u) for u in op.get("unfolded_w3j", [])}
+    w_off, plan_by_i1 = 0, {}
+    for i1, i2, io, pw in op["instructions"]:
+        mu, l1, d1, _ = ir1.entries[i1]
+        m2, l2, d2, off2 = ir2.entries[i2]
+        _, l3, d3, _ = iro.entries[io]
+        if m2 != 1:
+            raise NotImplementedError("SevenNet convolutions take one copy of each spherical harmonic")
+        cg = np.asarray(e3nn.clebsch_gordan(l1, l2, l3), np.float64)
+        if l1 > 0 and l2 > 0 and l3 > 0 and (l1, l2, l3) in unfolded:
+            cg = pw * cg.astype(np.float32).astype(np.float64)  # float32 W3j buffer times the exact path weight
+        elif l1 > 0 and l2 > 0 and l3 > 0:
+            # e3nn's compiled tensor product holds path_weight·W3j for these paths as float32 constants
+            # (folded in float32 when the shipped model was built; a float64 copy upcasts them); paths with an
+            # l = 0 member use exact 1/√(2l+1) factors instead.  Same constants here, in both precisions.
+            cg = (np.float32(pw) * cg.astype(np.float32)).astype(np.float64)
+        else:
+            cg = pw * cg
+        plan_by_i1.setdefault(i1, []).append((off2, d2, io, d3, cg, np.arange(w_off, w_off + mu)))
+        w_off += mu
+    out = []
+    for i1, paths in plan_by_i1.items():
+        mu, _, d1, _ = ir1.entries[i1]
+        Q = sum(p[3] for p in paths)
+        T = np.zeros((d1, ir2.dim, Q))
+        cols = []
+        pieces, q = [], 0
+        for off2, d2, io, d3, cg, wc in paths:
+            T[:, off2:off2 + d2, q:q + d3] = cg
+            cols.append((int(wc[0]), d3))
+            pieces.append((io, q, d3))
+            q += d3
+        out.append((i1, T, cols, pieces))
+    _PLANS[key] = out
+    return out
+
+
+_PLANS: dict[str, Any] = {}
+
+
+def _gate(op: dict[str, Any], x: jax.Array) -> jax.Array:
+    """e3nn ``Gate``: act(scalars) ⊕ gated · act(gates), on the sorted input layout."""
+    ir = _Irreps(op["irreps_in_sorted"])
+    lead = x.shape[:-1]
+    groups = [[ir.block(x, k) for k in ks] for ks in op["extract"]]
+    scal_blocks, gate_blocks = groups[0], groups[1] if len(groups) > 1 else []
+    gated_blocks = groups[2] if len(groups) > 2 else []
+    sc = _cat(scal_blocks, lead)
+    outs, off = [], 0
+    for spec in op["scalars"]:
+        f = _act(spec)
+        part = sc[..., off:off + spec["mul"]]
+        outs.append(f(part) if f is not None else part)
+        off += spec["mul"]
+    if op["gates"]:
+        g = _cat(gate_blocks, lead)
+        acts, off = [], 0
+        for spec in op["gates"]:
+            f = _act(spec)
+            part = g[..., off:off + spec["mul"]]
+            acts.append(f(part) if f is not None else part)
+            off += spec["mul"]
+        g = jnp.concatenate(acts, axis=-1)
+        gd = _Irreps(op["irreps_gated"])
+        off = 0
+        for k, (mul, l, _, _) in enumerate(gd.entries):
+            coef = op["gated_path_weights"][k] * _cg(l, 0, l, x.dtype)[0, 0, 0]
+            blk = _cat(gated_blocks, lead)
+            yk = gd.block(blk, k) * g[..., off:off + mul, None] * coef
+            outs.append(yk.reshape(*lead, -1))
+            off += mul
+    return jnp.concatenate(outs, axis=-1)
+
+
+# ------------------------------------------------------------------------------------------- factory
+def sevennet(checkpoint: str = "7net-0", modal: str | None = None, path: str | None = None,
+             capacity: int | None = DEFAULT_CAPACITY, _flip_edges: bool = False) -> Model:
+    """SevenNet as a native JAX :class:`jaxcert.Model` (``docs/sevennet.md``).
+
+    Args:
+      checkpoint: a checkpoint shipped in the sevenn wheel ("7net-0", "7net-mf-0", "7net-l3i5", ...).
+      modal: the fidelity of a multi-fidelity model ("PBE" or "R2SCAN" for 7net-mf-0); required there.
+      path: a converted ``.npz`` to load instead of the cache (``jaxcert_bridges.convert``).
+      capacity: neighbour slots per atom within the cutoff (static shape; overflow gives NaN); ``None``
+        keeps every candidate slot of :func:`jaxcert.neighbors.pairs`.
+
+    Raises:
+      SevenNetUnavailable: e3nn-jax is missing, or the weights are not converted and sevenn/torch are
+        not installed to convert them (the message says what to install).
+    """
+    if importlib.util.find_spec("e3nn_jax") is None:
+        raise SevenNetUnavailable('the native SevenNet needs e3nn-jax: pip install "jaxcert[e3nn]" '
+                                  '(or pip install "e3nn-jax>=0.20")')
+    if path is None:
+        path = converted_path(checkpoint)
+        if not os.path.isfile(path):
+            _convert_in_subprocess(checkpoint, path)
+    config, arrays = load_converted(path)
+    modal_map = config.get("modal_map")
+    modal_idx = None
+    if modal_map:
+        if modal is None:
+            raise ValueError(f"SevenNet {checkpoint!r} is multi-fidelity: pass modal= one of {sorted(modal_map)}")
+        if modal not in modal_map:
+            raise ValueError(f"unknown modal {modal!r} for {checkpoint!r}; available: {sorted(modal_map)}")
+        modal_idx = int(modal_map[modal])
+    elif modal is not None:
+        raise ValueError(f"SevenNet {checkpoint!r} has no modalities (got modal={modal!r})")
+    type_map = {int(z): int(i) for z, i in config["type_map"].items()}
+    table = np.zeros(max(119, max(type_map) + 1), np.int32)
+    for z, i in type_map.items():
+        table[z] = i
+    params = {k: jnp.asarray(v) for k, v in arrays.items()}
+
+    def energy_fn(prm: dict[str, jax.Array], s: Structure) -> jax.Array:
+        return _energy(config, prm, s, modal_idx=modal_idx, capacity=capacity, type_table=table, flip=_flip_edges)
+
+    src = config.get("source", {})
+    info = (("architecture", "SevenNet (NequIP-style, e3nn-jax); docs/sevennet.md"),
+            ("checkpoint", str(config["checkpoint"])), ("modal", str(modal)),
+            ("source", f"{src.get('package')} {src.get('checkpoint_file')} sha256 {src.get('checkpoint_sha256')}"),
+            ("weights", path), ("capacity", str(capacity)), ("parameters", str(config.get("n_parameters"))))
+    name = f"jax-sevennet-{checkpoint}" + (f"-{modal}" if modal else "")
+    return Model(energy_fn, params=params, name=name, cutoff=float(config["cutoff"]),
+                 elements=tuple(sorted(type_map)), info=info)

@@ -1,0 +1,96 @@
+"""Native SevenNet (jaxcert.models.sevennet) in the core, torch-free process: loading, symmetry, batching, overflow.
+
+Agreement with sevenn's own calculator needs torch and runs in the bridge process
+(tests/bridges/test_sevennet_native.py).  Here the converted weights come from the cache (converted on
+first use in a subprocess, so this process never imports torch); the tests skip when e3nn-jax is
+missing or the weights can be neither found nor converted.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxcert
+from jaxcert.models import sevennet as SN
+from tests.models import _sevennet_cases as cases
+
+
+def test_importing_never_loads_torch_or_e3nn_jax():
+    code = ("import sys, jaxcert, jaxcert.models, jaxcert.models.sevennet; "
+            "bad = [m for m in ('torch', 'e3nn_jax', 'sevenn') if m in sys.modules]; assert not bad, bad")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_missing_converter_names_what_to_install(tmp_path, monkeypatch):
+    pytest.importorskip("e3nn_jax", reason="e3nn-jax is not installed")
+    monkeypatch.setenv("JAXCERT_CACHE", str(tmp_path))
+    real = SN.importlib.util.find_spec
+    monkeypatch.setattr(SN.importlib.util, "find_spec", lambda m: None if m in ("sevenn", "torch") else real(m))
+    with pytest.raises(SN.SevenNetUnavailable, match=r"pip install .*sevennet"):
+        jaxcert.models.get("sevennet", checkpoint="7net-0")
+
+
+@pytest.fixture(scope="module")
+def model():
+    pytest.importorskip("e3nn_jax", reason="the native SevenNet needs e3nn-jax (pip install 'jaxcert[e3nn]')")
+    try:
+        return jaxcert.models.get("sevennet", checkpoint="7net-0")
+    except SN.SevenNetUnavailable as err:
+        pytest.skip(f"SevenNet weights unavailable: {err}")
+
+
+_ef = jax.jit(lambda m, s: m.energy_and_forces_of(m.params, s))
+
+
+def _cluster():
+    return cases.clusters(seed=11, count=1)[0]
+
+
+def test_invariances_float64(model):
+    """E is invariant and F equivariant under rotation, translation and permutation (float64 round-off)."""
+    a = _cluster()
+    s = model.prepare(jaxcert.Structure.from_ase(a, dtype=np.float64))
+    E, F = _ef(model, s)
+    Q = np.linalg.qr(np.random.default_rng(0).normal(size=(3, 3)))[0]
+    perm = np.random.default_rng(1).permutation(len(a))
+    moved = a.copy()
+    moved.positions = a.positions @ Q.T + np.array([0.3, -1.2, 2.0])
+    moved = moved[perm]
+    E2, F2 = _ef(model, model.prepare(jaxcert.Structure.from_ase(moved, dtype=np.float64)))
+    assert abs(float(E2 - E)) < 1e-10 * len(a)
+    np.testing.assert_allclose(np.asarray(F2), (np.asarray(F) @ Q.T)[perm], atol=1e-9)
+    assert np.abs(np.asarray(F)).max() > 0.1  # a real, non-trivial force field
+
+
+def test_padding_and_vmap_equal_single_calls(model):
+    """Two 13-atom clusters padded to 16 and vmapped equal the single calls; padding atoms get zero force."""
+    a, b = cases.clusters(seed=11, count=2)
+    sa, sb = (jaxcert.Structure.from_ase(x, dtype=np.float64) for x in (a, b))
+    S = model.prepare(jaxcert.stack([sa, sb], n_atoms=16))
+    E, F = jax.jit(jax.vmap(lambda s: model.energy_and_forces_of(model.params, s)))(S)
+    for k, (x, s) in enumerate(((a, sa), (b, sb))):
+        e1, f1 = _ef(model, model.prepare(s))  # the 13-atom program of test_invariances_float64
+        assert abs(float(E[k] - e1)) < 1e-10 * len(x)
+        np.testing.assert_allclose(np.asarray(F[k][: len(x)]), np.asarray(f1), atol=1e-9)
+        assert np.all(np.asarray(F[k][len(x):]) == 0.0)
+
+
+def test_neighbour_overflow_is_nan_not_truncated(model):
+    small = SN.sevennet("7net-0", path=dict(model.info)["weights"], capacity=4)
+    s = jaxcert.Structure.from_ase(_cluster(), dtype=np.float32)
+    assert np.isnan(float(small.energy(s)))
+    assert np.isfinite(float(model.energy(s)))
+
+
+def test_float32_and_float64_agree_to_float32_roundoff(model):
+    a = _cluster()
+    e32 = float(model.energy(jaxcert.Structure.from_ase(a, dtype=jnp.float32)))
+    e64, _ = _ef(model, model.prepare(jaxcert.Structure.from_ase(a, dtype=np.float64)))
+    assert abs(e32 - float(e64)) < 5e-6 * len(a)
