@@ -18,7 +18,7 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "tersoff": ("jaxcert.models.tersoff:tersoff", "Tersoff Si, C and Si-C (PRB 38, 9902; PRB 39, 5566), chi = 0.9776"),
     "eam": ("jaxcert.models.eam:sutton_chen", "Sutton-Chen EAM, 10 fcc metals + alloys (PML 61, 139 (1990))"),
     "sevennet": ("jaxcert.models.sevennet:sevennet",
-                 "SevenNet-0 / -MF-0 / -l3i5 natively in JAX (e3nn-jax; weights converted from sevenn, docs/sevennet.md)"),
+                 "SevenNet-0 / -MF-0 / -l3i5 natively in JAX (e3nn-jax; weights converted, docs/sevennet.md)"),
 }
 
 
