@@ -37,9 +37,9 @@ def load_model(spec: str, defects: list[str] | None = None):
     ``--defect name=strength`` wrappers in order."""
 
     head = spec.split(":", 1)[0].split("@", 1)[0]
-    if spec in models.available():
-        model = models.get(spec)
-    elif head in BRIDGED:
+    # bridged names first: "sevennet" is the torch bridge here; the native one is a registry entry reached
+    # from Python (jaxcert.models.get("sevennet", ...); issue 12 keeps the CLI name for the bridge)
+    if head in BRIDGED:
         try:
             bridges = importlib.import_module("jaxcert_bridges")
         except ImportError:
@@ -53,6 +53,8 @@ def load_model(spec: str, defects: list[str] | None = None):
             raise
         except (ValueError, OSError, ImportError, AttributeError) as err:  # the spec or its file: the user's input
             raise inputs.InputError(f"--model {spec!r}: {err}") from None
+    elif spec in models.available():
+        model = models.get(spec)
     elif ":" in spec:
         mod, attr = spec.split(":", 1)
         try:
