@@ -376,6 +376,17 @@ def _tp_plan(op: dict[str, Any]) -> list[tuple[int, np.ndarray, list[tuple[int, 
 _PLANS: dict[str, Any] = {}
 
 
+def _activate(x: jax.Array, specs: list[dict]) -> list[jax.Array]:
+    """Consecutive channel groups of ``x`` (``mul`` channels each), each through its activation (or none)."""
+    out, off = [], 0
+    for spec in specs:
+        f = _act(spec)
+        part = x[..., off:off + spec["mul"]]
+        out.append(f(part) if f is not None else part)
+        off += spec["mul"]
+    return out
+
+
 def _gate(op: dict[str, Any], x: jax.Array) -> jax.Array:
     """e3nn ``Gate``: act(scalars) ⊕ gated · act(gates), on the sorted input layout."""
     ir = _Irreps(op["irreps_in_sorted"])
@@ -384,21 +395,10 @@ def _gate(op: dict[str, Any], x: jax.Array) -> jax.Array:
     scal_blocks, gate_blocks = groups[0], groups[1] if len(groups) > 1 else []
     gated_blocks = groups[2] if len(groups) > 2 else []
     sc = _cat(scal_blocks, lead)
-    outs, off = [], 0
-    for spec in op["scalars"]:
-        f = _act(spec)
-        part = sc[..., off:off + spec["mul"]]
-        outs.append(f(part) if f is not None else part)
-        off += spec["mul"]
+    outs = _activate(sc, op["scalars"])
     if op["gates"]:
         g = _cat(gate_blocks, lead)
-        acts, off = [], 0
-        for spec in op["gates"]:
-            f = _act(spec)
-            part = g[..., off:off + spec["mul"]]
-            acts.append(f(part) if f is not None else part)
-            off += spec["mul"]
-        g = jnp.concatenate(acts, axis=-1)
+        g = jnp.concatenate(_activate(g, op["gates"]), axis=-1)
         gd = _Irreps(op["irreps_gated"])
         off = 0
         for k, (mul, l, _, _) in enumerate(gd.entries):
