@@ -1,41 +1,329 @@
-"""Persistent XLA compilation cache: compile each probe program once per machine, not once per run.
+"""Compiled programs kept between processes: JAX's persistent cache and jaxcert's executable store.
 
-A full suite is dominated by XLA compilation on CPU (each probe is one program
-over all elements; running it takes milliseconds to seconds, compiling it
-seconds).  JAX can store compiled executables on disk, keyed by the program
-and the compile options, so a second ``jaxcert certify`` in a new process loads
-them instead of compiling.  The CLI enables this by default in
-``$JAXCERT_CACHE_DIR`` (default ``~/.cache/jaxcert/xla``); ``JAXCERT_CACHE_DIR=off``
-disables it.  Programs with host callbacks (bridged torch/ASE models) are not
-cached by JAX and compile as before.
+Two layers, both under ``$JAXCERT_CACHE_DIR`` (default ``~/.cache/jaxcert``; ``off`` disables
+both), both switched on by :func:`enable_compilation_cache` (the CLI does this):
+
+* **JAX's persistent compilation cache** (``<dir>/xla``) keys a compiled executable on the
+  *lowered* program. It serves every jitted function, but a process still has to trace and
+  lower each program to find its key: 14 s of a 23 s warm suite run (docs/architecture.md §4.3).
+* **The executable store** (``<dir>/exec``) keys a probe program on *what it computes* instead:
+  the probe and its config, the model (:func:`fingerprint`: its functions' code and closed-over
+  values, its parameters, its static fields), the input shapes and dtypes, the jaxcert source
+  and the JAX/XLA/CPU environment. A hit deserialises the executable without tracing or
+  lowering anything. Only models whose functions are jaxcert's own (the registry models and their
+  defect wrappers) are stored: for a user's function jaxcert cannot see every module it calls, so a
+  stale executable could be served; those programs use JAX's cache only. A program that raised
+  while tracing (a probe skip) was never compiled, so it is never stored and traces again.
+
+Both are pure caches: a hit runs the very executable a miss would compile, so results are
+bit-identical (tested). A corrupt or unreadable entry is ignored and recompiled.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import enum
+import functools
+import hashlib
 import os
+import pathlib
+import pickle
+import platform
+import tempfile
+import threading
+import types
+from collections.abc import Iterator
+from typing import Any
 
-__all__ = ["enable_compilation_cache", "default_cache_dir"]
+import numpy as np
+
+__all__ = ["enable_compilation_cache", "default_cache_dir", "ExecutableStore", "executable_store", "fingerprint",
+           "Unstorable"]
+
+#: bump when the stored format or the key recipe changes
+STORE_FORMAT = 1
 
 
 def default_cache_dir() -> str | None:
-    """``$JAXCERT_CACHE_DIR`` or ``~/.cache/jaxcert/xla``; None when the variable is "off", "0" or empty."""
-    path = os.environ.get("JAXCERT_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "jaxcert", "xla"))
+    """``$JAXCERT_CACHE_DIR`` or ``~/.cache/jaxcert``; None when the variable is "off", "0" or empty."""
+    path = os.environ.get("JAXCERT_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "jaxcert"))
     return None if path.strip().lower() in ("", "0", "off", "none", "false") else path
 
 
-def enable_compilation_cache(path: str | None = None) -> str | None:
-    """Store and reuse compiled programs under ``path`` (default :func:`default_cache_dir`); returns the path used.
+_STORE: ExecutableStore | None = None
 
-    Every program is cached (no minimum compile time or size): the suite's
-    programs each take seconds to compile on CPU.
+
+def enable_compilation_cache(path: str | None = None) -> str | None:
+    """Reuse compiled programs across processes under ``path`` (default :func:`default_cache_dir`).
+
+    Turns on JAX's persistent cache in ``<path>/xla`` (every program, no minimum compile time or
+    size: the suite's programs each take seconds to compile on CPU) and jaxcert's
+    :class:`ExecutableStore` in ``<path>/exec``. Returns the path used, or None when disabled.
     """
     import jax
 
+    global _STORE
     path = path if path is not None else default_cache_dir()
     if path is None:
+        _STORE = None
         return None
-    os.makedirs(path, exist_ok=True)
-    jax.config.update("jax_compilation_cache_dir", path)
+    os.makedirs(os.path.join(path, "xla"), exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", os.path.join(path, "xla"))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    _STORE = ExecutableStore(os.path.join(path, "exec"))
     return path
+
+
+@contextlib.contextmanager
+def persistent_cache_disabled() -> Iterator[bool]:
+    """JAX's persistent cache off in this thread (its per-thread configuration state), on again after.
+
+    Yields whether it could be switched off (False if this JAX has no such per-thread state).
+    """
+    from jax._src import config as jax_config
+
+    state = getattr(jax_config, "enable_compilation_cache", None)
+    if state is None:
+        yield False
+        return
+    with state(False):
+        yield True
+
+
+def executable_store() -> ExecutableStore | None:
+    """The store enabled by :func:`enable_compilation_cache`, or None."""
+    return _STORE
+
+
+class Unstorable(Exception):  # noqa: N818 - a signal, not an error
+    """Raised by :func:`fingerprint` for a value whose identity it cannot pin down."""
+
+
+_SCALARS = (type(None), bool, int, float, complex, str, bytes)
+
+
+def fingerprint(obj: Any) -> str:
+    """A digest of what ``obj`` computes, for keys of the executable store.
+
+    Covers plain values, containers, numpy/JAX arrays (their bytes), dtypes, enums, dataclasses
+    (type and fields, so a :class:`~jaxcert.Model`'s functions, parameters and static fields),
+    ``functools.partial`` and functions defined in jaxcert modules: their code objects, default
+    arguments and closed-over values, recursively. Anything else (a function from another package,
+    an arbitrary object) raises :class:`Unstorable`. Code a function calls through module globals is
+    covered by the jaxcert source digest that every key also carries (:func:`_source_digest`).
+    """
+    h = hashlib.sha256()
+    _feed(h, obj, set())
+    return h.hexdigest()
+
+
+def _feed(h: Any, x: Any, seen: set[int]) -> None:
+    def put(tag: str, payload: bytes | str = b"") -> None:
+        payload = payload.encode() if isinstance(payload, str) else payload
+        h.update(tag.encode() + b":" + str(len(payload)).encode() + b":" + payload)
+
+    if isinstance(x, enum.Enum):
+        put("enum", f"{type(x).__module__}.{type(x).__qualname__}.{x.name}")
+    elif isinstance(x, _SCALARS):
+        put(type(x).__name__, repr(x))
+    elif isinstance(x, (np.dtype, np.generic)):
+        put("np", f"{type(x).__name__}:{x!r}")
+    elif isinstance(x, type):
+        put("type", f"{x.__module__}.{x.__qualname__}")
+    elif isinstance(x, (tuple, list)):
+        put(type(x).__name__, str(len(x)))
+        for v in x:
+            _feed(h, v, seen)
+    elif isinstance(x, dict):
+        put("dict", str(len(x)))
+        for k in sorted(x, key=repr):
+            _feed(h, k, seen)
+            _feed(h, x[k], seen)
+    elif isinstance(x, functools.partial):
+        put("partial")
+        _feed(h, (x.func, x.args, x.keywords), seen)
+    elif isinstance(x, types.MethodType):
+        put("method")
+        _feed(h, (x.__func__, x.__self__), seen)
+    elif isinstance(x, types.FunctionType):
+        if id(x) in seen:
+            put("fn-cycle", x.__qualname__)
+            return
+        seen.add(id(x))
+        if not _is_jaxcert_module(x.__module__):
+            raise Unstorable(f"function {x.__module__}.{x.__qualname__} is not jaxcert's")
+        put("fn", f"{x.__module__}.{x.__qualname__}")
+        _feed_code(h, x.__code__)
+        _feed(h, (x.__defaults__, x.__kwdefaults__), seen)
+        _feed(h, tuple(c.cell_contents if _cell_set(c) else "<empty cell>" for c in (x.__closure__ or ())), seen)
+    elif isinstance(x, types.BuiltinFunctionType) or type(x).__name__ in ("ufunc", "PjitFunction"):
+        name = f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', getattr(x, '__name__', ''))}"
+        if name.split(".")[0] not in ("jax", "jaxlib", "numpy", "math", "builtins", "operator", "jaxcert"):
+            raise Unstorable(f"callable {name} is not JAX's, numpy's or jaxcert's")
+        put("builtin", name)
+    elif dataclasses.is_dataclass(x):
+        put("dataclass", f"{type(x).__module__}.{type(x).__qualname__}")
+        for f in dataclasses.fields(x):
+            put("field", f.name)
+            _feed(h, getattr(x, f.name), seen)
+    elif hasattr(x, "__array__") and hasattr(x, "dtype") and hasattr(x, "shape"):
+        try:
+            a = np.asarray(x)
+        except Exception as err:  # noqa: BLE001 - a tracer or a key array: not a constant we can key on
+            raise Unstorable(f"array of type {type(x).__name__} cannot be read") from err
+        put("array", f"{a.dtype.str}{a.shape}")
+        h.update(np.ascontiguousarray(a).tobytes())
+    else:
+        raise Unstorable(f"cannot fingerprint a {type(x).__module__}.{type(x).__qualname__}")
+
+
+def _is_jaxcert_module(name: str | None) -> bool:
+    return name == "jaxcert" or (name or "").startswith("jaxcert.")
+
+
+def _cell_set(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:
+        return False
+    return True
+
+
+def _feed_code(h: Any, code: types.CodeType) -> None:
+    h.update(code.co_code)
+    h.update(repr(code.co_names).encode())
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            _feed_code(h, c)
+        else:
+            h.update(repr(c).encode())
+
+
+@functools.lru_cache(maxsize=1)
+def _source_digest() -> str:
+    """Digest of every ``.py`` file of the installed jaxcert package (a changed jaxcert misses)."""
+    root = pathlib.Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*.py")):
+        h.update(str(p.relative_to(root)).encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def _environment_digest() -> str:
+    """JAX and jaxlib versions, x64, XLA flags, the device and the CPU's feature flags."""
+    import jax
+    import jaxlib
+
+    cpu_flags = ""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            cpu_flags = next((line for line in fh if line.startswith("flags")), "")
+    except OSError:
+        pass
+    dev = jax.devices()[0]
+    parts = (STORE_FORMAT, jax.__version__, jaxlib.__version__, bool(jax.config.jax_enable_x64),
+             os.environ.get("XLA_FLAGS", ""), dev.platform, getattr(dev, "device_kind", ""),
+             platform.machine(), cpu_flags)
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def _initialise_runtime() -> None:
+    """Set up what jaxlib sets up lazily while lowering, before a stored executable can run.
+
+    jaxlib resolves its CPU LAPACK kernels (from scipy) the first time a decomposition is lowered; an
+    executable loaded without lowering anything would call unresolved kernels (a segfault, seen with
+    zero_modes' ``eigh``). Lowering (not compiling) one tiny ``eigh`` does it through public API.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    jax.jit(jnp.linalg.eigh).lower(jnp.eye(2))
+
+
+class ExecutableStore:
+    """Serialised executables on disk, keyed by :meth:`key` (see the module docstring).
+
+    Entries are written atomically (temporary file + rename), so concurrent processes never
+    read a partial entry; any unreadable entry is treated as a miss. Within a process, loading and
+    serialising take one lock: jaxlib 0.10's deserialiser crashed (SIGSEGV) when two compile-ahead
+    threads loaded executables at once.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = pathlib.Path(path)
+        self.hits = 0
+        self.misses = 0
+        self._lock = threading.Lock()
+
+    def key(self, identity: Any, args: tuple) -> str | None:
+        """Key of the program ``identity`` (a tuple of fingerprintable values) on inputs shaped like ``args``.
+
+        None when some part cannot be fingerprinted (then the program is not stored).
+        """
+        import jax
+
+        leaves, treedef = jax.tree_util.tree_flatten(args)
+        tree = str(treedef)
+        if "0x" in tree:  # an object identity in the static structure: not reproducible across processes
+            return None
+        try:
+            ident = fingerprint(identity)
+        except Unstorable:
+            return None
+        sig = repr((tree, tuple((tuple(x.shape), str(x.dtype)) for x in leaves)))
+        h = hashlib.sha256("|".join((ident, sig, _source_digest(), _environment_digest())).encode())
+        return h.hexdigest()
+
+    def _file(self, key: str) -> pathlib.Path:
+        return self.path / key[:2] / f"{key}.pkl"
+
+    def has(self, key: str) -> bool:
+        """Whether an entry for ``key`` exists (it may still fail to load)."""
+        return self._file(key).is_file()
+
+    def load(self, key: str) -> Any | None:
+        """The stored executable for ``key``, loaded on this process's devices, or None."""
+        from jax.experimental import serialize_executable
+
+        f = self._file(key)
+        _initialise_runtime()
+        with self._lock:
+            try:
+                payload, in_tree, out_tree = pickle.loads(f.read_bytes())
+                exe = serialize_executable.deserialize_and_load(payload, in_tree, out_tree)
+            except Exception:  # noqa: BLE001 - missing, partial, stale or foreign: recompile
+                self.misses += 1
+                return None
+            self.hits += 1
+        return exe
+
+    def discard(self, key: str) -> None:
+        """Remove the entry for ``key`` (one that loaded but failed to run), so it is compiled again."""
+        self._file(key).unlink(missing_ok=True)
+        self.hits -= 1
+        self.misses += 1
+
+    def save(self, key: str, compiled: Any) -> bool:
+        """Store ``compiled`` (a ``jax.stages.Compiled``) under ``key``; False when it cannot be serialised."""
+        from jax.experimental import serialize_executable
+
+        try:
+            with self._lock:
+                blob = pickle.dumps(serialize_executable.serialize(compiled))
+        except Exception:  # noqa: BLE001 - host callbacks and the like cannot be serialised
+            return False
+        f = self._file(key)
+        try:
+            f.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=f.parent, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(blob)
+            os.replace(tmp, f)
+        except OSError:
+            return False
+        return True

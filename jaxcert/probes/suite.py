@@ -45,7 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert import dynamics, inputs, substrates
+from jaxcert import cache, dynamics, inputs, substrates
 from jaxcert.model import Model, is_unsupported_structure
 from jaxcert.probes.base import NOT_RUN, PROBES, STATUS_NAMES, UNSUPPORTED, ProbeSkip
 from jaxcert.report import Report
@@ -250,7 +250,8 @@ def certify(
             extra["trajectory"], fresh = _shared_trajectory(model, batch, keys, cfg, shared_by.setdefault(els, {}))
             md_evals = np.asarray(extra["trajectory"].n_evals, int) if fresh else None
         run = _compiled(model, spec, cfg, tuple(extra))
-        res = _to_numpy(_executable(run, (keys, batch, *extra.values()))(keys, batch, *extra.values()))
+        args = (keys, batch, *extra.values())
+        res = _to_numpy(_call(run, args))
         outcome = ProbeOutcome(
             name=name, target=spec.target, gated=spec.gated, elements=list(els),
             defect=np.asarray(res.defect, float), score=np.asarray(res.score, float),
@@ -353,7 +354,10 @@ def _with_unsupported(o: ProbeOutcome, all_elements: list[str], unsupported: dic
     )
 
 
+#: (model id, program, config, ...) -> (model, jitted program); the model is held so its id stays unique.
 _COMPILED: dict[Any, Any] = {}
+#: id(jitted program) -> what it computes, for the executable store (:mod:`jaxcert.cache`)
+_IDENTITY: dict[int, tuple] = {}
 
 
 def _compiled(model: Model, spec, cfg, extra_names: tuple[str, ...]):
@@ -363,8 +367,7 @@ def _compiled(model: Model, spec, cfg, extra_names: tuple[str, ...]):
         def one(k, s, *extra):
             return spec.fn(model, k, config=cfg, substrate=s, **dict(zip(extra_names, extra, strict=True)))
 
-        _COMPILED.clear() if len(_COMPILED) > 64 else None
-        _COMPILED[key] = (model, jax.jit(jax.vmap(one)))
+        _remember(key, model, jax.jit(jax.vmap(one)), ("probe", spec.name, cfg, extra_names, model))
     return _COMPILED[key][1]
 
 
@@ -372,9 +375,17 @@ def _trajectory_program(model: Model, thermostat, n_steps: int):
     """The jitted, vmapped Langevin trajectory (cached like the probes' programs)."""
     key = (id(model), "trajectory", thermostat, n_steps)
     if key not in _COMPILED:
-        _COMPILED[key] = (model, jax.jit(jax.vmap(
-            lambda k, s: dynamics.langevin_trajectory(model, s, k, thermostat, n_steps=n_steps))))
+        run = jax.jit(jax.vmap(lambda k, s: dynamics.langevin_trajectory(model, s, k, thermostat, n_steps=n_steps)))
+        _remember(key, model, run, ("trajectory", thermostat, n_steps, model))
     return _COMPILED[key][1]
+
+
+def _remember(key: Any, model: Model, run: Any, identity: tuple) -> None:
+    if len(_COMPILED) > 64:
+        _COMPILED.clear()
+        _IDENTITY.clear()
+    _COMPILED[key] = (model, run)
+    _IDENTITY[id(run)] = identity
 
 
 def _trajectory_settings(cfg, shared: dict[str, Any]):
@@ -388,7 +399,7 @@ def _shared_trajectory(model: Model, batch, keys, cfg, shared: dict[str, Any]):
     if "traj" in shared and shared["thermostat"] == thermostat and shared["n_steps"] >= n_steps:
         return shared["traj"], False
     run = _trajectory_program(model, thermostat, n_steps)
-    traj = _executable(run, (keys, batch))(keys, batch)
+    traj = _call(run, (keys, batch))
     shared.update(traj=traj, thermostat=thermostat, n_steps=n_steps)
     return traj, True
 
@@ -404,17 +415,67 @@ def _signature(args: tuple) -> tuple:
 
 
 def _executable(run, args: tuple):
-    """The compiled executable of jitted ``run`` for the shapes and dtypes of ``args`` (compiled once)."""
+    """The compiled executable of jitted ``run`` for the shapes and dtypes of ``args`` (compiled once).
+
+    With the executable store on (:func:`jaxcert.cache.enable_compilation_cache`, as the CLI does), a
+    program stored by an earlier process is loaded without tracing, and a new one is stored. A program
+    that will be stored is compiled with JAX's persistent cache off for this thread: jaxlib 0.10 cannot
+    serialise again an executable it loaded from that cache (its kernels are missing at run time).
+    """
     key = (run, _signature(args))
     with _EXECUTABLES_LOCK:
         exe = _EXECUTABLES.get(key)
     if exe is None:
-        exe = run.lower(*args).compile()
+        store = cache.executable_store()
+        identity = _IDENTITY.get(id(run))
+        skey = store.key(identity, args) if store is not None and identity is not None else None
+        exe = store.load(skey) if skey is not None else None
+        if exe is not None:
+            _FROM_STORE[key] = skey
+        elif skey is not None:
+            with cache.persistent_cache_disabled() as fresh:
+                exe = run.lower(*args).compile()
+            if fresh:
+                store.save(skey, exe)
+        else:
+            exe = run.lower(*args).compile()
         with _EXECUTABLES_LOCK:
             if len(_EXECUTABLES) > 256:
                 _EXECUTABLES.clear()
             exe = _EXECUTABLES.setdefault(key, exe)
     return exe
+
+
+#: (program, signature) -> store key, for executables that were loaded from the store
+_FROM_STORE: dict[Any, str] = {}
+
+
+def _call(run, args: tuple):
+    """Run the executable of ``run`` on ``args``; a stored executable that fails to run is dropped and recompiled."""
+    exe = _executable(run, args)
+    try:
+        return exe(*args)
+    except Exception:
+        key = (run, _signature(args))
+        skey = _FROM_STORE.pop(key, None)
+        if skey is None:
+            raise
+        cache.executable_store().discard(skey)
+        with _EXECUTABLES_LOCK:
+            _EXECUTABLES.pop(key, None)
+        return _executable(run, args)(*args)
+
+
+def _out_shape(run, args: tuple):
+    """Output shapes and dtypes of ``run`` on ``args``: from a stored executable if there is one, else traced."""
+    store = cache.executable_store()
+    identity = _IDENTITY.get(id(run))
+    if store is not None and identity is not None:
+        skey = store.key(identity, args)
+        if skey is not None and store.has(skey):
+            info = _executable(run, args).out_info
+            return jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), info)
+    return jax.eval_shape(run, *args)
 
 
 class _Ahead:
@@ -475,7 +536,7 @@ def _compile_ahead(model: Model, names: list[str], configs: dict[str, Any], batc
                 shared.update(thermostat=thermostat, n_steps=n_steps)
                 traj_run = _trajectory_program(model, thermostat, n_steps)
                 ahead.futures["trajectory"] = pool.submit(_executable, traj_run, (keys, batch))
-                traj_shape = pool.submit(jax.eval_shape, traj_run, keys, batch)
+                traj_shape = pool.submit(_out_shape, traj_run, (keys, batch))
             run = _compiled(model, spec, cfg, ("trajectory",))
             ahead.futures[name] = pool.submit(
                 lambda run=run, keys=keys, batch=batch, shape=traj_shape: _executable(run, (keys, batch,
