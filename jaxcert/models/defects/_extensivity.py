@@ -37,7 +37,7 @@ def nonextensive(model: Model, strength: float = 0.03, cutoff: float | None = No
     Breaks: extensivity (size consistency).  Must trip: representation (the
     supercell sub-test; energy per atom and forces), trimer (ΔE₃ tends to
     −(c/3)·ρ_CA ≠ 0 at large separation).  Must not trip: equivariance,
-    parity, zero_modes, conservativeness, betti, lambda, stress_consistency,
+    parity, zero_modes, conservativeness, betti, lam, stress_consistency,
     cross_maxwell, reversibility, config_temperature, virial, equipartition,
     smoothness (a weak smooth pair term at the default strength).
     """

@@ -35,7 +35,7 @@ def curl(model: Model, strength: float = 0.3, axis: Any = (0.0, 0.0, 1.0)) -> Mo
     not rotation-equivariant, and R̄ makes them depend on the whole structure
     (not extensive, not invariant under rewrapping atoms into another cell).
 
-    Must trip: lambda, betti, trimer (transverse channel), cross_maxwell (Λ
+    Must trip: lam, betti, trimer (transverse channel), cross_maxwell (Λ
     block), equivariance, representation (supercell and unimodular gauge:
     R − R̄ changes), zero_modes (no stationary point: the relaxation ends where
     ∇E ≠ 0, so H no longer annihilates rotations), config_temperature, virial,
@@ -90,7 +90,7 @@ def nonintegrable(model: Model, strength: float = 1.0, cutoff: float | None = No
       strength: s in eV/Å (leaf ``"strength"``).
       cutoff: r_c in Å; ``None`` → 2·d_nn (leaf ``"cutoff"``).
 
-    Must trip: lambda, betti, conservativeness (the scanned force gains
+    Must trip: lam, betti, conservativeness (the scanned force gains
     F_nc,j·û, generically nonzero), cross_maxwell (Λ block).  The antisymmetric
     part is a modest fraction of the added force (λ ≈ 0.003–0.02 on 13-atom
     Si clusters at s = 1, 0.08 for Ar), so betti fires only for larger s on

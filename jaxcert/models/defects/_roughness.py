@@ -35,7 +35,7 @@ def ripple(model: Model, amplitude: float = 0.01, wavelength: float = 0.1, cutof
 
     Breaks: regularity of the bond scan (a single smooth well).  Must trip:
     smoothness.  Must not trip: equivariance, parity, representation, trimer
-    (pairwise: ΔE₃ ≡ 0), conservativeness, betti, lambda, stress_consistency,
+    (pairwise: ΔE₃ ≡ 0), conservativeness, betti, lam, stress_consistency,
     cross_maxwell, zero_modes (exact at any local minimum of E).  Neither:
     reversibility (a rugged surface amplifies round-off faster), config_temperature,
     virial, equipartition (trapping in ripple wells and strong anharmonicity make
@@ -83,7 +83,7 @@ def kinked(model: Model, strength: float = 1.0, d0: float | None = None, width: 
 
     Breaks: C¹ continuity of the energy (a force step).  Must trip: smoothness.
     Must not trip: equivariance, parity, representation, trimer (pairwise),
-    conservativeness, betti and lambda (exact derivatives are consistent
+    conservativeness, betti and lam (exact derivatives are consistent
     everywhere off the kink), stress_consistency.  Neither: zero_modes and
     cross_maxwell (a relaxation may stop on the kink, where the Hessian is
     undefined), reversibility (claimed in docs/probes.md §8.4, not asserted),
@@ -137,7 +137,7 @@ def noise(model: Model, strength: float = 0.1, seed: int = 0) -> Model:
     outward one in the last bits, so it receives other kicks), smoothness (the
     scanned force jumps at every grid point: jolt and tortuosity).  Must not trip:
     parity, stress_consistency (stress from the untouched energy).  Neither:
-    betti, trimer (transverse), lambda and cross_maxwell (blind with exact
+    betti, trimer (transverse), lam and cross_maxwell (blind with exact
     Jacobians, tripped with finite differences; cross_maxwell also relaxes),
     zero_modes (the relaxation cannot converge below s), config_temperature,
     virial, equipartition (the noise heats the system by an amount that depends

@@ -54,7 +54,7 @@ def parity_stress(model: Model, strength: float = 0.02) -> Model:
     consistency with the energy).  Must trip: parity (only the improper channel
     σ_xy; σ_xz and σ_yz stay clean), cross_maxwell (Λ block, xy column).  Must
     not trip: every energy/force probe (equivariance, representation,
-    zero_modes, trimer, conservativeness, betti, lambda, reversibility,
+    zero_modes, trimer, conservativeness, betti, lam, reversibility,
     config_temperature, virial, equipartition, smoothness).  Neither:
     stress_consistency (the term vanishes when Σ sin(2π f₃) = 0, e.g. a one-atom
     bulk cell at the origin, and is seen otherwise).

@@ -37,7 +37,7 @@ def orientation(model: Model, strength: float = 0.2, axis: Any = (1.0, 1.0, 1.0)
     −Σ c(R·n̂)² + 3c(R_centre·n̂)², growing as B recedes), representation
     (translation, supercell and rewrapping move atoms in the field), parity (the
     probe inverts through the cell centre, not the origin).  Must not trip:
-    conservativeness, betti, lambda, stress_consistency, cross_maxwell (all
+    conservativeness, betti, lam, stress_consistency, cross_maxwell (all
     derivatives come from one energy), reversibility.  Neither: smoothness (the
     field tilts the scanned force by a position-dependent constant, which can
     add or remove a zero crossing), config_temperature, virial, equipartition
@@ -167,7 +167,7 @@ def eggbox(model: Model, strength: float = 0.05, period: float | None = None, gr
     (translation and supercell sub-tests), equivariance (the cluster turns
     within a fixed grid), zero_modes (translations gain curvature), trimer (the
     one-body term survives in ΔE₃ and oscillates as B recedes).  Must not trip:
-    parity, conservativeness, betti, lambda, stress_consistency, cross_maxwell,
+    parity, conservativeness, betti, lam, stress_consistency, cross_maxwell,
     reversibility.  Neither: smoothness (a smooth tilt of the scan whose effect
     on zero crossings depends on the element), config_temperature, virial,
     equipartition (the grid confines the centre of mass, which the MD protocol
