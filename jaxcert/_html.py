@@ -245,8 +245,8 @@ def render_report(report: Any) -> str:
                      f"<td>{gate}</td><td style='text-align:left'>{status}</td><td class=why>{why}</td></tr>")
     parts.append("</table>")
     names = [o.name for o in report.outcomes]
-    grid = np.array([[float(o.score[k]) for k in range(len(els))] for o in report.outcomes]).reshape(len(names),
-                                                                                                     len(els))
+    grid = np.array([[float(o.score[o.elements.index(el)]) if el in o.elements else np.nan for el in els]
+                     for o in report.outcomes]).reshape(len(names), len(els))
     parts.append("<h2>Scores per probe and element</h2>" + heatmap(names, els, grid, "score"))
     plots = []
     if "smoothness" in outcomes:

@@ -1,4 +1,4 @@
-r"""Conservativeness benchmark λ (seed 002; Bigi, Langer & Ceriotti, arXiv:2412.11569).
+r"""Conservativeness benchmark λ (seed 002; Bigi, Langer & Ceriotti, arXiv:2412.11569): the convenience.
 
 .. math::  \lambda = \frac{\lVert J_{\mathrm{anti}} \rVert_F}{\lVert J \rVert_F},\qquad
            J = \partial F / \partial R,\quad J_{\mathrm{anti}} = \tfrac12 (J - J^T),
@@ -7,15 +7,16 @@ on the force OUTPUT of the model (a direct force head is differentiated as it
 is).  λ = 0 for forces that are the gradient of an energy and grows towards 1
 as the force field acquires curl.
 
-``lam(model)`` runs the ten seed-002 structures (H2O, CH4, NH3, C2H4, C2H2, SO2,
-CH3OH, C6H6 from ASE's molecule set, cubic diamond, periodic graphene;
-:func:`jaxcert.substrates.lambda_structures`).  Exact mode takes the Jacobian by
-``jacfwd`` (one compiled program per shape group: the eight molecules are padded
-and vmapped together; padded rows/columns are exactly zero and do not change
-either norm).  ``fd=True`` uses central differences of the forces with a
-±``step`` Å displacement (1e-3 Å, the peer benchmark's 2 × 3N force calls) for
-comparison with peers.  A structure whose elements the model does not support
-is recorded as skipped with the reason.
+The computation is the suite's ``lam`` probe (:func:`jaxcert.probes.lam`, docs/probes.md §4.16),
+run by :func:`jaxcert.probes.run_on_structures`: ``lam(model)`` runs it on the ten seed-002
+structures (H2O, CH4, NH3, C2H4, C2H2, SO2, CH3OH, C6H6 from ASE's molecule set, cubic diamond,
+periodic graphene; :func:`jaxcert.substrates.lambda_structures`) and returns the per-structure
+table as a :class:`LambdaResult`.  Exact mode takes the Jacobian by ``jacfwd`` (one compiled
+program per shape group: the eight molecules are padded and vmapped together; padded rows/columns
+are exactly zero and do not change either norm).  ``fd=True`` uses central differences of the
+forces with a ±``step`` Å displacement (1e-3 Å, the peer benchmark's 2 × 3N force calls) for
+comparison with peers.  A structure the model cannot evaluate is recorded as skipped with the
+reason.
 """
 
 from __future__ import annotations
@@ -24,31 +25,16 @@ import dataclasses
 import time
 from typing import Any
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxcert import inputs, substrates
 from jaxcert.derivatives import EXACT, FiniteDifference
-from jaxcert.model import Model, UnsupportedElement
+from jaxcert.model import Model
+from jaxcert.probes import LAMBDA_GATE, LamConfig, lambda_of_jacobian, run_on_structures
 from jaxcert.report import machine, package_versions, to_jsonable
-from jaxcert.structure import Structure, stack
+from jaxcert.structure import Structure
 
 __all__ = ["lambda_of_jacobian", "lam", "LambdaResult", "LAMBDA_GATE"]
-
-#: Gate on the largest λ over the structures (``docs/cli.md``).  Conservative models sit at the
-#: floating-point floor: max λ 4.8e-8 (LJ) and 9.5e-8 (EMT) in float32, ≤ 1e-10 in float64; the curl
-#: defect gives 3.1e-4 at strength 0.01 and 1.6e-3 at 0.05 (LJ, measured with ``jaxcert lambda``).
-#: 1e-4 keeps three decades above the float32 floor and fails curl down to strength ≈ 0.01.
-LAMBDA_GATE = 1e-4
-
-
-def lambda_of_jacobian(J: jax.Array) -> jax.Array:
-    """λ = ‖½(J − Jᵀ)‖_F / ‖J‖_F for J of shape (n, 3, n, 3) or (3n, 3n)."""
-    n3 = int(np.sqrt(J.size))
-    Jm = J.reshape(n3, n3)
-    anti = 0.5 * (Jm - Jm.T)
-    return jnp.linalg.norm(anti) / jnp.linalg.norm(Jm)
 
 
 @dataclasses.dataclass
@@ -116,42 +102,15 @@ def lam(model: Model, structures: dict[str, Structure] | None = None, fd: bool =
     if structures is None:
         structures = substrates.lambda_structures(dtype=dtype)
     engine = FiniteDifference(order=2, step_size=step) if fd else EXACT
-    values: dict[str, float] = {}
-    evals: dict[str, int] = {}
-    skipped: dict[str, str] = {}
-    ok: dict[str, Structure] = {}
-    for name, s in structures.items():
-        try:
-            ok[name] = model.prepare(s)
-        except (UnsupportedElement, ValueError) as err:
-            skipped[name] = str(err)
-            values[name] = float("nan")
-            evals[name] = 0
-    # group by (pbc, dtype) so that same-kind structures share one padded, vmapped program
-    groups: dict[Any, list[str]] = {}
-    for name, s in ok.items():
-        groups.setdefault((s.pbc, s.dtype), []).append(name)
-    jac = jax.jit(jax.vmap(lambda s: lambda_of_jacobian(engine.force_jacobian(model, s))))
-    for _, names in groups.items():
-        try:
-            res = np.asarray(jac(model.prepare(stack([ok[n] for n in names]))))
-        except Exception:  # noqa: BLE001 - one failing structure must not sink its group: retry one by one
-            res = np.full(len(names), np.nan)
-            for k, n in enumerate(names):
-                try:
-                    res[k] = np.asarray(jac(model.prepare(stack([ok[n]]))))[0]
-                except Exception as err:  # noqa: BLE001 - recorded, the benchmark goes on
-                    msg = str(err)
-                    skipped[n] = msg[max(msg.find("UnsupportedStructure"), 0):][:300]
-        for k, n in enumerate(names):
-            if n in skipped:
-                values[n], evals[n] = float("nan"), 0
-                continue
-            values[n] = float(res[k])
-            n_real = int(np.asarray(ok[n].mask).sum())
-            evals[n] = 2 * 3 * n_real if fd else 3 * n_real  # FD: 2 calls per DOF; exact: one jvp per DOF
-    ordered = {n: values[n] for n in structures}
+    if not structures:
+        return LambdaResult(model=model.name, method=f"fd ±{step} Å" if fd else "exact (jacfwd)", per_structure={},
+                            n_evals={}, skipped={}, wall_s=time.perf_counter() - t0, gate=gate, dtype=None)
+    out = run_on_structures(model, "lam", structures, config=LamConfig(gate=gate, derivatives=engine))
+    skipped = {n: st.get("skipped", st.get("error", "")) for n, st, code in
+               zip(out.elements, out.details, out.status, strict=True) if code in ("skipped", "error")}
+    values = {n: float("nan") if n in skipped else float(d) for n, d in zip(out.elements, out.defect, strict=True)}
+    evals = {n: 0 if n in skipped else int(k) for n, k in zip(out.elements, out.n_evals, strict=True)}
     return LambdaResult(model=model.name, method=f"fd ±{step} Å" if fd else "exact (jacfwd)",
-                        per_structure=ordered, n_evals={n: evals[n] for n in structures}, skipped=skipped,
+                        per_structure=values, n_evals=evals, skipped=skipped,
                         wall_s=time.perf_counter() - t0, gate=gate,
                         dtype=str(next(iter(structures.values())).dtype) if structures else None)

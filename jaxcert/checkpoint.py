@@ -117,7 +117,10 @@ def load_finished(path: str | os.PathLike, model: Any, elements: Sequence[str], 
     configs = doc.get("probe_configs", {})
     out = []
     for p in doc.get("probes", []):
-        statuses = [p["per_element"][el]["status"] for el in elements]
-        if p["name"] in PROBES and all(st in FINISHED for st in statuses):
-            out.append(_outcome(p, list(elements), configs.get(p["name"])))
+        if p["name"] not in PROBES:
+            continue
+        # a probe on named structures (lam) has one row per structure, the others one per element
+        rows = list(p["per_element"]) if PROBES[p["name"]].structures is not None else list(elements)
+        if all(p["per_element"][row]["status"] in FINISHED for row in rows):
+            out.append(_outcome(p, rows, configs.get(p["name"])))
     return out

@@ -236,6 +236,11 @@ def _element_entry(e: dict[str, Any]) -> dict[str, Any]:
 def _report_cell(path: str, p: dict[str, Any], elements: list[str], recompute: bool) -> dict[str, Any]:
     per_all = p["per_element"]
     missing = [el for el in elements if not isinstance(per_all.get(el), dict)]
+    if per_all and len(missing) == len(elements):  # rows are named structures (lam), not elements: its own summary
+        blank = {"score": None, "defect": None, "defect_stderr": None, "gate": None, "status": "skipped", "n_evals": 0}
+        return {"score": p.get("score"), "defect": p.get("defect"), "defect_stderr": p.get("defect_stderr"),
+                "gate": p.get("gate"), "status": p.get("status", "ok"), "n_evals": p.get("n_evals"),
+                "message": p.get("message"), "per_element": {el: dict(blank) for el in elements}}
     if missing:
         raise _malformed(path, f"probe {p['name']!r} has no per-element entry for {_join(missing)}")
     per = {el: _element_entry(per_all[el]) for el in elements}
@@ -396,7 +401,7 @@ def build_board(sources: Sequence[str | os.PathLike | Source], align: str = "str
         methods = sorted({str(r["method"]) for r in rows})
         if len(methods) > 1:
             notes.append(f"λ methods differ ({', '.join(methods)})")
-        explanations = {"lambda": explain("lambda")}
+        explanations = {"lambda": explain("lam")}
     _unique_labels(rows)
     dtypes = sorted({str(r["dtype"]) for r in rows if r["dtype"] is not None})
     if len(dtypes) > 1:

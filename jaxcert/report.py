@@ -128,8 +128,9 @@ class Report:
         sub = {k: v["score"] for k, v in sums.items()}
         gates = {k: v["gate"] for k, v in sums.items() if v["gate"] is not None}
         per_el = {}
-        for k, el in enumerate(self.elements):
-            per_el[el] = combine_scores([float(o.score[k]) for o in self.outcomes], self.agg)
+        for el in self.elements:  # by row label: a probe on named structures (lam) has no element rows
+            per_el[el] = combine_scores([float(o.score[o.elements.index(el)]) for o in self.outcomes
+                                         if el in o.elements], self.agg)
         return {
             "overall": combine_scores(list(sub.values()), self.agg),
             "method": self.agg,
@@ -228,8 +229,9 @@ class Report:
             lines.append(f"host model: {h['model_evaluations']} geometry evaluations in {h.get('calls', 0)} calls, "
                          f"{h.get('hvp', 0)} H·v products ({h.get('double_backward', 0)} double backward, "
                          f"{h.get('fd_gradient', 0)} finite-difference gradients)")
+        by_element = [o for o in self.outcomes if list(o.elements) == list(self.elements)]
         unsupported = [el for k, el in enumerate(self.elements)
-                       if self.outcomes and all(o.status[k] == UNSUPPORTED for o in self.outcomes)]
+                       if by_element and all(o.status[k] == UNSUPPORTED for o in by_element)]
         ran = [el for el in self.elements if el not in unsupported]
         if len(ran) > 1:
             lines.append(f"averaged over elements: {', '.join(ran)}")

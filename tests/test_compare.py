@@ -298,3 +298,24 @@ def test_lambda_structures_align_and_kinds_do_not_mix(files):
 
 def _flat(text):
     return " ".join(text.split())
+
+
+def test_a_probe_on_named_structures_keeps_its_own_summary(files):
+    """A certify report with the lam probe (one row per λ structure, none per element) is read by label: the
+    cell is the probe's own summary and its per-element entries are blank, where it used to be refused."""
+    rows = {"H2O": {"defect": 3e-3, "score": 0.0, "gate": False, "n_evals": 9, "status": "ok", "details": {}},
+            "diamond": {"defect": 1e-3, "score": 0.0, "gate": False, "n_evals": 24, "status": "ok", "details": {}}}
+    lam = {"name": "lam", "target": 0.0, "defect": 2e-3, "score": 0.0, "gate": False, "n_evals": 33, "status": "ok",
+           "message": None, "wall_s": 1.0, "per_element": rows,
+           "details": {"per_element_score": {k: 0.0 for k in rows}, "per_element_defect": {k: v["defect"]
+                                                                                           for k, v in rows.items()}}}
+    paths = [_variant(files, name, f"{name}_lam", lambda d: d["probes"].append(json.loads(json.dumps(lam))))
+             for name in ("clean", "curl")]
+    board = compare.build_board(paths)
+    assert board["columns"][-1] == "lam" and board["elements"] == ["Si", "C"]
+    for row in board["rows"]:
+        cell = row["cells"]["lam"]
+        assert (cell["score"], cell["gate"], cell["defect"], cell["n_evals"]) == (0.0, False, 2e-3, 33)
+        assert all(e["status"] == "skipped" and e["score"] is None for e in cell["per_element"].values())
+        assert row["gates_total"] == _read(files["clean"])["aggregate"]["gates_total"] + 1
+    assert explain.short_name("lam") in compare.board_table(board)

@@ -14,6 +14,7 @@ from ase.cluster import Icosahedron
 
 import jaxcert
 from jaxcert import dynamics as dyn
+from jaxcert.models.defects import curl
 from jaxcert.models.lj import lennard_jones
 from jaxcert.units import FS, KB_EV_PER_K
 
@@ -53,22 +54,8 @@ def anchored_harmonic(anchors, k=3.0):
 
 
 def curl_model(model, strength):
-    """§8.2 NonConservative: F += s ẑ × (R − R̄); jaxcert.models.defects.curl when available."""
-    try:
-        from jaxcert.models.defects import curl
-
-        return curl(model, strength)
-    except ImportError:  # pragma: no cover - fallback while defects.py is absent
-        def forces(params, s):
-            F = model.forces_of(params["inner"], s)
-            w = s.mask[:, None].astype(F.dtype)
-            d = s.positions - jnp.sum(w * s.positions, 0) / jnp.sum(w)
-            zhat = jnp.asarray([0.0, 0.0, 1.0], F.dtype)
-            return F + params["strength"].astype(F.dtype) * jnp.cross(zhat, d) * w
-
-        return jaxcert.Model(lambda p, s: model.energy_fn(p["inner"], s), forces_fn=forces,
-                             params={"inner": model.params, "strength": jnp.asarray(strength)},
-                             name=f"curl({strength})")
+    """§8.2 NonConservative: F += s ẑ × (R − R̄) (jaxcert.models.defects.curl)."""
+    return curl(model, strength)
 
 
 def with_strength(model, strength):

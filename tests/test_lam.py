@@ -1,3 +1,8 @@
+"""jaxcert.lam, the convenience over the lam probe: λ of known matrices, the FD mode, skipped structures.
+
+The clean-vs-curl separation and the identity with the suite's ``lam`` probe are in tests/probes/test_lam.py.
+"""
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -15,18 +20,6 @@ def test_lambda_of_known_matrices():
 @pytest.fixture(scope="module")
 def lj():
     return jaxcert.models.get("lj")
-
-
-def test_conservative_model_at_round_off_and_curl_separates(lj):
-    from jaxcert.models.defects import curl
-
-    clean = lam(lj, dtype=jnp.float64)
-    assert len(clean.per_structure) == 10 and not clean.skipped
-    assert clean.max <= 1e-10
-    weak, strong = lam(curl(lj, 0.1), dtype=jnp.float64), lam(curl(lj, 1.0), dtype=jnp.float64)
-    assert weak.mean > 1e3 * clean.max
-    assert strong.mean > weak.mean
-    assert all(strong.per_structure[k] > weak.per_structure[k] for k in strong.per_structure)
 
 
 def test_fd_mode_agrees_with_exact_for_the_curl(lj):

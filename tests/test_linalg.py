@@ -14,6 +14,7 @@ import pytest
 
 from jaxcert import linalg, models, substrates
 from jaxcert.probes import PROBES, suite
+from jaxcert.structure import stack
 
 
 def _sym(key, shape):
@@ -108,7 +109,11 @@ def test_no_probe_program_batches_lapack():
     model = models.get("lj")
     found = {}
     for name, spec in PROBES.items():
-        batch, _ = substrates.stacked(spec.substrate, ["Si", "Al"], dtype=jnp.float64)
+        if spec.structures is not None:  # lam: two of its named structures
+            named = spec.structures(jnp.float64)
+            batch = stack([named["H2O"], named["CH4"]])
+        else:
+            batch, _ = substrates.stacked(spec.substrate, ["Si", "Al"], dtype=jnp.float64)
         batch = model.prepare(batch)
         keys = jax.random.split(jax.random.PRNGKey(0), 2)
         mlir = suite._compiled(model, spec, spec.config(), ()).lower(keys, batch).as_text()

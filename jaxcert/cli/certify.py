@@ -97,7 +97,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser("certify", help="run the 14 certification probes")
     model_args(c)
     c.add_argument("--elements", default="Ar", help="comma-separated element symbols (default Ar)")
-    c.add_argument("--probes", default=None, help="comma-separated probe names (default: all)")
+    c.add_argument("--probes", default=None, help="comma-separated probe names (default: all 14; the opt-in "
+                   "lam, λ on the ten seed-002 structures, runs when named)")
     c.add_argument("--seed", default="0", help="run seed, an integer in [0, 2^31-1] (default 0)")
     c.add_argument("--agg", default="geometric", choices=["arithmetic", "geometric", "harmonic"])
     c.add_argument("--html", help="write a self-contained HTML report with plots")

@@ -1,4 +1,7 @@
-"""The 14 certification probes (docs/probes.md), the suite and the contract (docs/architecture.md).
+"""The certification probes (docs/probes.md), the suite and the contract (docs/architecture.md).
+
+The 14 probes of the default run, plus ``lam`` (λ = ‖J_anti‖/‖J‖ on the ten seed-002 structures), which
+runs when named (``probes=["lam"]``, ``jaxcert certify --probes lam``; docs/probes.md §4.16).
 
 Each probe is ``jaxcert.probes.<name>(model, key, config=..., substrate=None) -> ProbeResult``. The
 implementations live in private modules (``jaxcert.probes._<name>``); their public names are re-exported
@@ -24,6 +27,7 @@ from jaxcert.probes._cross_maxwell import (
 )
 from jaxcert.probes._equipartition import ALIGN_MODES, ROTATION_TOL, EquipartitionConfig, align_frames, equipartition
 from jaxcert.probes._equivariance import EquivarianceConfig, equivariance, random_rotations, rodrigues
+from jaxcert.probes._lam import LAMBDA_GATE, LamConfig, lam, lambda_of_jacobian
 from jaxcert.probes._parity import ParityConfig, inversion_image, parity
 from jaxcert.probes._representation import RepresentationConfig, representation, supercell, unimodular
 from jaxcert.probes._reversibility import ReversibilityConfig, reversibility
@@ -44,7 +48,15 @@ from jaxcert.probes.base import (
     require_stress,
     score_map,
 )
-from jaxcert.probes.suite import DEFAULT_ORDER, ProbeOutcome, certify, combine_scores, probe_key, resolve_probes
+from jaxcert.probes.suite import (
+    DEFAULT_ORDER,
+    ProbeOutcome,
+    certify,
+    combine_scores,
+    probe_key,
+    resolve_probes,
+    run_on_structures,
+)
 
 #: The probe names, in the suite's default order.
 NAMES = DEFAULT_ORDER
@@ -58,6 +70,7 @@ PROBES.update(_registered)
 __all__ = [
     "PROBES", "ProbeResult", "ProbeSkip", "ProbeSpec", "score_map", "bond_of", "closest_pair", "precision_bits",
     "require_atoms", "require_stress", "certify", "combine_scores", "probe_key", "resolve_probes", "ProbeOutcome",
+    "run_on_structures",
     "DEFAULT_ORDER", "NAMES",
     "ConservativenessConfig",
     "conservativeness",
@@ -106,6 +119,10 @@ __all__ = [
     "align_frames",
     "ROTATION_TOL",
     "ALIGN_MODES",
+    "LamConfig",
+    "lam",
+    "lambda_of_jacobian",
+    "LAMBDA_GATE",
     "VirialConfig",
     "virial",
     "internal_kinetic_energy",

@@ -184,6 +184,11 @@ class ProbeSpec:
     gated: bool = True
     needs_stress: bool = False
     needs_pbc: bool = False
+    #: part of ``probes="all"`` (the default run); False for an opt-in probe (run it by name)
+    default: bool = True
+    #: ``dtype -> {name: Structure}``: the probe runs on these named structures (one report row each)
+    #: instead of one substrate per element (docs/probes.md §4.16)
+    structures: Callable[[Any], dict[str, Structure]] | None = None
 
 
 #: name -> ProbeSpec, filled by each probe module's ``register`` call.

@@ -46,13 +46,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcert import cache, dynamics, inputs, substrates
-from jaxcert.model import Model, is_unsupported_structure
+from jaxcert.model import Model, UnsupportedElement, is_unsupported_structure
 from jaxcert.probes.base import NOT_RUN, PROBES, STATUS_NAMES, UNSUPPORTED, ProbeSkip
 from jaxcert.report import Report
+from jaxcert.structure import Structure, stack
 from jaxcert.summary import combine_scores
 
 __all__ = ["DEFAULT_ORDER", "STATMECH", "UNSUPPORTED", "NOT_RUN", "certify", "combine_scores", "probe_key",
-           "ProbeOutcome", "resolve_probes"]
+           "ProbeOutcome", "resolve_probes", "run_on_structures"]
 
 DEFAULT_ORDER = (
     "conservativeness", "equivariance", "smoothness", "stress_consistency", "parity", "representation",
@@ -135,9 +136,13 @@ def _split_details(details: dict[str, Any], n: int) -> list[dict[str, Any]]:
 
 
 def resolve_probes(names: str | Sequence[str], name: str = "probes") -> list[str]:
-    """Probe names in run order (``"all"``: the default order); unknown names raise :class:`UnknownName`."""
+    """Probe names in run order; unknown names raise :class:`UnknownName`.
+
+    ``"all"``: the default order, then any other registered probe with ``default=True``; an opt-in probe
+    (``ProbeSpec.default`` False, e.g. ``lam``) runs only when named."""
     if names == "all" or names is None:
-        wanted = [n for n in DEFAULT_ORDER if n in PROBES] + sorted(set(PROBES) - set(DEFAULT_ORDER))
+        wanted = [n for n in DEFAULT_ORDER if n in PROBES] + sorted(
+            n for n in set(PROBES) - set(DEFAULT_ORDER) if PROBES[n].default)
     else:
         wanted = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if n.strip()]
         unknown = [n for n in wanted if n not in PROBES]
@@ -213,7 +218,7 @@ def certify(
     configs = dict(configs or {})
     kept = {o.name: o for o in finished if o.name in names}
     for o in kept.values():
-        if list(o.elements) != all_elements:
+        if list(o.elements) != all_elements and PROBES[o.name].structures is None:
             raise inputs.InputError(f"finished: probe {o.name!r} was run on {o.elements}, this run has {all_elements}")
 
     batches: dict[Any, Any] = {}
@@ -283,7 +288,10 @@ def certify(
         try:
             ahead.wait(name)  # its program was traced and compiled ahead (or failed there: then again here)
             try:
-                outcome = evaluate(name, spec, cfg, tuple(elements))
+                if spec.structures is not None:  # named structures, not one substrate per element
+                    outcome = run_on_structures(model, name, spec.structures(dtype), seed=seed, config=cfg)
+                else:
+                    outcome = evaluate(name, spec, cfg, tuple(elements))
             except Exception as err:  # noqa: BLE001 - one element the model cannot evaluate: retry each alone
                 if not (is_unsupported_structure(err) and len(elements) > 1):
                     raise
@@ -310,13 +318,79 @@ def certify(
             outcome.host_evals = {k: int(v - before.get(k, 0)) for k, v in counter.items() if v - before.get(k, 0)}
         last = outcome.wall_s
         outcome.config = repr(cfg)
-        outcomes.append(_with_unsupported(outcome, all_elements, unsupported))
+        outcomes.append(outcome if spec.structures is not None else
+                        _with_unsupported(outcome, all_elements, unsupported))
         if on_probe is not None:
             on_probe(partial_report())
     ahead.close()
     if progress is not None:
         progress("done", len(names), len(names), last)
     return partial_report()
+
+
+def run_on_structures(model: Model, name: str, structures: dict[str, Structure], seed: int = 0,
+                      config: Any = None) -> ProbeOutcome:
+    """The probe ``name`` on named structures: one outcome row per structure, in the given order.
+
+    The structures are grouped by (periodicity, dtype) and each group runs as one padded, vmapped
+    program (the suite's program for the probe, :func:`_compiled`). A structure the model does not
+    support (``model.prepare`` raises) is recorded as skipped with the reason; when a group fails, its
+    structures are retried one at a time, so one structure the model cannot evaluate does not sink the
+    others (an unsupported structure is then a skip, any other failure an error, each with its
+    message). Row k has key ``split(probe_key(seed, name), len(structures))[k]``.
+    """
+    spec = PROBES[name]
+    cfg = spec.config() if config is None else config
+    labels = list(structures)
+    if not labels:
+        raise inputs.InputError(f"{name}: no structures to run on")
+    keys = jax.random.split(probe_key(seed, name), len(labels))
+    rows: dict[str, ProbeOutcome] = {}
+    ready: dict[str, Structure] = {}
+    for label, s in structures.items():
+        try:
+            ready[label] = model.prepare(s)
+        except (UnsupportedElement, ValueError) as err:
+            rows[label] = _skipped(name, spec, [label], str(err))
+    groups: dict[Any, list[str]] = {}
+    for label, s in ready.items():
+        groups.setdefault((s.pbc, s.dtype), []).append(label)
+    run = _compiled(model, spec, cfg, ())
+
+    def one_batch(group: list[str]) -> ProbeOutcome:
+        batch = model.prepare(stack([ready[k] for k in group]))
+        ks = keys[np.asarray([labels.index(k) for k in group])]
+        res = _to_numpy(_executable(run, (ks, batch))(ks, batch))
+        return ProbeOutcome(
+            name=name, target=spec.target, gated=spec.gated, elements=list(group),
+            defect=np.asarray(res.defect, float), score=np.asarray(res.score, float),
+            gate=np.asarray(res.gate, bool), n_evals=np.asarray(res.n_evals, int),
+            status=[STATUS_NAMES[int(c)] for c in np.atleast_1d(res.status)],
+            details=_split_details(res.details, len(group)))
+
+    for group in groups.values():
+        try:
+            rows.update(zip(group, _split_rows(one_batch(group)), strict=True))
+        except Exception:  # noqa: BLE001 - retry each structure alone, so one failure sinks only itself
+            for label in group:
+                try:
+                    rows[label] = one_batch([label])
+                except Exception as err:  # noqa: BLE001 - recorded with its message, the others go on
+                    msg = str(err)
+                    if is_unsupported_structure(err):
+                        msg = msg[max(msg.find("UnsupportedStructure"), 0):][:500]
+                        rows[label] = _skipped(name, spec, [label], msg)
+                    else:
+                        rows[label] = _skipped(name, spec, [label], f"{type(err).__name__}: {msg}"[:500],
+                                               status="error")
+    return _concat([rows[k] for k in labels])
+
+
+def _split_rows(o: ProbeOutcome) -> list[ProbeOutcome]:
+    """One outcome per row of ``o`` (the inverse of :func:`_concat`)."""
+    return [dataclasses.replace(o, elements=[el], defect=o.defect[k:k + 1], score=o.score[k:k + 1],
+                                gate=o.gate[k:k + 1], n_evals=o.n_evals[k:k + 1], status=[o.status[k]],
+                                details=[o.details[k]]) for k, el in enumerate(o.elements)]
 
 
 def _concat(parts: list[ProbeOutcome]) -> ProbeOutcome:
@@ -524,6 +598,8 @@ def _compile_ahead(model: Model, names: list[str], configs: dict[str, Any], batc
     for name in names:
         spec = PROBES[name]
         cfg = configs.get(name, spec.config())
+        if spec.structures is not None:  # named structures: compiled per group when the probe runs
+            continue
         try:
             batch = batch_for(spec.substrate)
         except Exception:  # noqa: BLE001 - the run reports it when the probe's turn comes

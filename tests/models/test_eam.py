@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-import itertools
-
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from ase import Atoms
 from ase.build import bulk
-from ase.cluster import Icosahedron
 from ase.data import atomic_numbers
 from ase.neighborlist import neighbor_list
 
-import jaxcert
 from jaxcert.model import UnsupportedElement
 from jaxcert.models import get
 from jaxcert.models.eam import SUTTON_CHEN_1990, sutton_chen
+
+from ._efs import _efs, _structure
+from ._manybody import eam_alloy as _alloy
+from ._manybody import eam_cluster as _cluster
+from ._manybody import eam_skewed as _skewed
 
 RC, RON = 2.5, 2.0  # the model's default switch, in units of a_ij
 SC_BY_Z = {atomic_numbers[k]: v for k, v in SUTTON_CHEN_1990.items()}
@@ -26,37 +25,6 @@ SC_BY_Z = {atomic_numbers[k]: v for k, v in SUTTON_CHEN_1990.items()}
 @pytest.fixture(scope="module")
 def model():
     return sutton_chen()
-
-
-def _rattled(atoms: Atoms, stdev: float, seed: int) -> Atoms:
-    atoms = atoms.copy()
-    atoms.positions += np.random.default_rng(seed).normal(0.0, stdev, atoms.positions.shape)
-    return atoms
-
-
-def _alloy() -> Atoms:
-    """Random Ni/Cu/Pd/Ag/Pt/Au/Al/Pb occupation of a skewed 16-atom fcc cell."""
-    a = bulk("Cu", "fcc", a=3.9, cubic=True).repeat((2, 2, 1))
-    rng = np.random.default_rng(1)
-    a.numbers = rng.choice([28, 29, 46, 47, 78, 79, 13, 82], len(a))
-    a.set_cell(a.cell @ (np.eye(3) + 0.04 * rng.normal(size=(3, 3))), scale_atoms=True)
-    return _rattled(a, 0.1, 1)
-
-
-def _skewed() -> Atoms:
-    a = bulk("Ir", "fcc", a=3.84)  # one-atom triclinic primitive cell
-    rng = np.random.default_rng(2)
-    a.set_cell(a.cell @ (np.eye(3) + 0.06 * rng.normal(size=(3, 3))), scale_atoms=True)
-    return a
-
-
-def _cluster() -> Atoms:
-    c = Icosahedron("Au", 2)  # 13 atoms
-    c.numbers = np.random.default_rng(3).choice([79, 46, 45], len(c))
-    return _rattled(c, 0.1, 3)
-
-
-from ._efs import _efs, _energy, _jit_efs, _strained_energy, _structure  # noqa: E402, F401
 
 
 def _switch(r, ron, rc):
@@ -143,82 +111,7 @@ def test_isolated_atoms_and_dimer_cutoff(model):
 
 
 # --------------------------------------------------------------------------- identities
-def _random_rotation(rng) -> np.ndarray:
-    q, r = np.linalg.qr(rng.normal(size=(3, 3)))
-    q = q * np.sign(np.diag(r))
-    return q if np.linalg.det(q) > 0 else -q
-
-
-@pytest.mark.parametrize("make", [_alloy, _cluster])
-def test_rotation_translation_permutation_invariance(model, make):
-    atoms = make()
-    rng = np.random.default_rng(11)
-    Q = _random_rotation(rng)
-    perm = rng.permutation(len(atoms))
-    moved = atoms.copy()
-    moved.positions = (atoms.positions @ Q.T + rng.normal(size=3) * 3.0)[perm]
-    moved.numbers = atoms.numbers[perm]
-    moved.set_cell(atoms.cell @ Q.T, scale_atoms=False)
-    e0, f0, _ = _efs(model, _structure(atoms))
-    e1, f1, _ = _efs(model, _structure(moved))
-    assert abs(float(e1 - e0)) < 1e-13 * abs(float(e0))
-    np.testing.assert_allclose(np.asarray(f1), (np.asarray(f0) @ Q.T)[perm], atol=1e-12)
-
-
-@pytest.mark.parametrize("make", [_alloy, _cluster])
-def test_forces_are_central_differences_of_energy(model, make):
-    """|FD(h) − (−F·v)| shrinks like h²: the error ratio between h and h/2 is 4."""
-    s = model.prepare(_structure(make()))
-    f = np.asarray(_efs(model, s)[1])
-    v = np.random.default_rng(5).normal(size=f.shape)
-    v /= np.linalg.norm(v)
-    exact = -np.sum(f * v)
-    errs = []
-    for h in (0.02, 0.01):
-        fd = (_energy(model, s, s.positions + h * v) - _energy(model, s, s.positions - h * v)) / (2 * h)
-        errs.append(abs(fd - exact))
-    assert errs[1] < 1e-3 * max(1.0, abs(exact))
-    assert 3.5 < errs[0] / errs[1] < 4.5
-
-
-@pytest.mark.parametrize("make", [_alloy, _skewed])
-def test_stress_is_strain_derivative_of_energy(model, make):
-    s = model.prepare(_structure(make()))
-    sigma = np.asarray(_efs(model, s)[2])
-    V = float(s.volume)
-    h = 1e-5
-    fd = np.zeros((3, 3))
-    for a, b in itertools.product(range(3), repeat=2):
-        D = np.zeros((3, 3))
-        D[a, b] += 0.5 * h
-        D[b, a] += 0.5 * h
-        fd[a, b] = (_strained_energy(model, s, D) - _strained_energy(model, s, -D)) / (2 * h * V)
-    np.testing.assert_allclose(sigma, fd, atol=5e-9)  # measured 2.9e-10 (alloy), 4.4e-10 (1-atom cell)
-    np.testing.assert_allclose(sigma, sigma.T, atol=1e-14)
-
-
 # --------------------------------------------------------------------------- batching, dtype, elements
-def test_padded_batch_equals_unpadded(model):
-    ss = [_structure(_cluster()), _structure(Atoms("PtPd", positions=[[0, 0, 0], [2.7, 0.1, 0]]))]
-    batch = model.prepare(jaxcert.stack(ss))
-    e_b, f_b, _ = jax.vmap(_jit_efs, in_axes=(None, 0))(model, batch)
-    for k, s in enumerate(ss):
-        e, f, _ = _efs(model, s)
-        assert abs(float(e_b[k] - e)) < 1e-12
-        np.testing.assert_allclose(np.asarray(f_b[k, : s.n_atoms]), np.asarray(f), atol=1e-12)
-        assert np.all(np.asarray(f_b[k, s.n_atoms :]) == 0.0)
-
-
-def test_float32_sanity(model):
-    """float32 vs float64 on the 16-atom alloy: measured 1.9e-7·|E| and 1.5e-5 eV/Å; tolerance 1e-6·|E|, 1e-4."""
-    atoms = _alloy()
-    e64, f64, _ = _efs(model, _structure(atoms, jnp.float64))
-    e32, f32, _ = _efs(model, _structure(atoms, jnp.float32))
-    assert e32.dtype == jnp.float32 and f32.dtype == jnp.float32
-    assert abs(float(e32) - float(e64)) < 1e-6 * abs(float(e64))
-    assert np.abs(np.asarray(f32, np.float64) - np.asarray(f64)).max() < 1e-4
-
-
 def test_unsupported_element_and_registry(model):
     with pytest.raises(UnsupportedElement, match="Fe"):
         model.energy(_structure(Atoms("CuFe", positions=[[0, 0, 0], [2.5, 0, 0]])))

@@ -17,6 +17,12 @@ from jaxcert.model import UnsupportedElement
 from jaxcert.models import get
 from jaxcert.models.stillinger_weber import SW_SI_1985, stillinger_weber
 
+from ._efs import _efs, _structure
+from ._manybody import sw_cluster as _cluster
+from ._manybody import sw_si8 as _si8
+from ._manybody import sw_si64 as _si64
+from ._manybody import sw_skewed as _skewed
+
 P = SW_SI_1985
 RC = P["a"] * P["sigma"]
 
@@ -24,35 +30,6 @@ RC = P["a"] * P["sigma"]
 @pytest.fixture(scope="module")
 def model():
     return stillinger_weber()
-
-
-def _rattled(atoms: Atoms, stdev: float, seed: int) -> Atoms:
-    atoms = atoms.copy()
-    atoms.positions += np.random.default_rng(seed).normal(0.0, stdev, atoms.positions.shape)
-    return atoms
-
-
-def _si8() -> Atoms:
-    return _rattled(bulk("Si", "diamond", a=5.431, cubic=True), 0.12, 1)
-
-
-def _si64() -> Atoms:
-    return _rattled(bulk("Si", "diamond", a=5.431, cubic=True).repeat(2), 0.1, 2)
-
-
-def _skewed() -> Atoms:
-    a = bulk("Si", "diamond", a=5.3)  # 2-atom primitive cell, made triclinic and compressed
-    rng = np.random.default_rng(3)
-    a.set_cell(a.cell @ (np.eye(3) + 0.06 * rng.normal(size=(3, 3))), scale_atoms=True)
-    return _rattled(a, 0.08, 3)
-
-
-def _cluster() -> Atoms:
-    a = bulk("Si", "diamond", a=5.431, cubic=True).repeat(2)
-    centre = a.positions[13]
-    keep = np.linalg.norm(a.positions - centre, axis=1) < 4.0  # atom + 4 + 12 shells: a 17-atom cluster
-    c = Atoms("Si" * int(keep.sum()), positions=a.positions[keep])
-    return _rattled(c, 0.1, 4)
 
 
 def _brute_force(atoms: Atoms) -> float:
@@ -68,9 +45,6 @@ def _brute_force(atoms: Atoms) -> float:
             cos = vecs[j] @ vecs[k] / (r[j] * r[k])
             e3 += lam * np.exp(gam / (r[j] - a) + gam / (r[k] - a)) * (cos + 1.0 / 3.0) ** 2
     return eps * (e2 + e3)
-
-
-from ._efs import _efs, _energy, _jit_efs, _strained_energy, _structure  # noqa: E402, F401
 
 
 # --------------------------------------------------------------------------- references
@@ -140,61 +114,6 @@ def test_matches_jax_md(model, monkeypatch):
 
 
 # --------------------------------------------------------------------------- identities
-def _random_rotation(rng) -> np.ndarray:
-    q, r = np.linalg.qr(rng.normal(size=(3, 3)))
-    q = q * np.sign(np.diag(r))
-    return q if np.linalg.det(q) > 0 else -q
-
-
-@pytest.mark.parametrize("make", [_si8, _skewed, _cluster])
-def test_rotation_translation_permutation_invariance(model, make):
-    atoms = make()
-    rng = np.random.default_rng(11)
-    Q = _random_rotation(rng)
-    perm = rng.permutation(len(atoms))
-    moved = atoms.copy()
-    moved.positions = (atoms.positions @ Q.T + rng.normal(size=3) * 3.0)[perm]
-    moved.numbers = atoms.numbers[perm]
-    moved.set_cell(atoms.cell @ Q.T, scale_atoms=False)
-    e0, f0, _ = _efs(model, _structure(atoms))
-    e1, f1, _ = _efs(model, _structure(moved))
-    assert abs(float(e1 - e0)) < 1e-13 * abs(float(e0))
-    np.testing.assert_allclose(np.asarray(f1), (np.asarray(f0) @ Q.T)[perm], atol=1e-11)
-
-
-@pytest.mark.parametrize("make", [_si8, _cluster])
-def test_forces_are_central_differences_of_energy(model, make):
-    """|FD(h) − (−F·v)| shrinks like h²: the error ratio between h and h/2 is 4."""
-    s = model.prepare(_structure(make()))
-    f = np.asarray(_efs(model, s)[1])
-    v = np.random.default_rng(5).normal(size=f.shape)
-    v /= np.linalg.norm(v)
-    exact = -np.sum(f * v)
-    R = s.positions
-    errs = []
-    for h in (0.02, 0.01):
-        fd = (_energy(model, s, R + h * v) - _energy(model, s, R - h * v)) / (2 * h)
-        errs.append(abs(fd - exact))
-    assert errs[1] < 1e-3 * max(1.0, abs(exact))
-    assert 3.5 < errs[0] / errs[1] < 4.5
-
-
-@pytest.mark.parametrize("make", [_si8, _skewed])
-def test_stress_is_strain_derivative_of_energy(model, make):
-    s = model.prepare(_structure(make()))
-    sigma = np.asarray(_efs(model, s)[2])
-    V = float(s.volume)
-    h = 1e-5
-    fd = np.zeros((3, 3))
-    for a, b in itertools.product(range(3), repeat=2):
-        D = np.zeros((3, 3))
-        D[a, b] += 0.5 * h
-        D[b, a] += 0.5 * h
-        fd[a, b] = (_strained_energy(model, s, D) - _strained_energy(model, s, -D)) / (2 * h * V)
-    np.testing.assert_allclose(sigma, fd, atol=1e-8)
-    np.testing.assert_allclose(sigma, sigma.T, atol=1e-14)
-
-
 def test_cutoff_is_smooth_and_gradients_finite(model):
     """Dimers/trimers at, beyond and just inside r_c: zero energy/force beyond, finite and tiny inside."""
     for d in (RC - 1e-9, RC, RC + 1e-9, RC + 0.5):
@@ -206,28 +125,6 @@ def test_cutoff_is_smooth_and_gradients_finite(model):
 
 
 # --------------------------------------------------------------------------- batching, dtype, elements
-def test_padded_batch_equals_unpadded(model):
-    for pair in ((_si8(), _skewed()),):
-        ss = [_structure(a) for a in pair]
-        batch = model.prepare(jaxcert.stack(ss))
-        e_b, f_b, _ = jax.vmap(_jit_efs, in_axes=(None, 0))(model, batch)
-        for k, s in enumerate(ss):
-            e, f, _ = _efs(model, s)
-            assert abs(float(e_b[k] - e)) < 1e-11
-            np.testing.assert_allclose(np.asarray(f_b[k, : s.n_atoms]), np.asarray(f), atol=1e-11)
-            assert np.all(np.asarray(f_b[k, s.n_atoms :]) == 0.0)
-
-
-def test_float32_sanity(model):
-    """float32 vs float64 on the rattled 8-atom cell: measured 2.4e-8·|E| and 8.1e-6 eV/Å; tolerance 1e-6·|E|, 1e-4."""
-    atoms = _si8()
-    e64, f64, _ = _efs(model, _structure(atoms, jnp.float64))
-    e32, f32, _ = _efs(model, _structure(atoms, jnp.float32))
-    assert e32.dtype == jnp.float32 and f32.dtype == jnp.float32
-    assert abs(float(e32) - float(e64)) < 1e-6 * abs(float(e64))
-    assert np.abs(np.asarray(f32, np.float64) - np.asarray(f64)).max() < 1e-4
-
-
 def test_unsupported_element_and_registry(model):
     with pytest.raises(UnsupportedElement, match="Ge"):
         model.energy(_structure(Atoms("SiGe", positions=[[0, 0, 0], [2.3, 0, 0]])))

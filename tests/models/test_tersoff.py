@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import itertools
 
 import jax
 import jax.numpy as jnp
@@ -11,12 +10,19 @@ import numpy as np
 import pytest
 from ase import Atoms
 from ase.build import bulk
-from ase.neighborlist import neighbor_list
 
 import jaxcert
 from jaxcert.model import UnsupportedElement
 from jaxcert.models import get
 from jaxcert.models.tersoff import CHI_SIC, TERSOFF_SI_C_1989, tersoff
+
+from ._efs import _efs, _structure
+from ._manybody import rattled as _rattled
+from ._manybody import tersoff_c8 as _c8
+from ._manybody import tersoff_cluster as _cluster
+from ._manybody import tersoff_si8 as _si8
+from ._manybody import tersoff_sic16 as _sic16
+from ._manybody import tersoff_skewed as _skewed
 
 P = TERSOFF_SI_C_1989
 
@@ -24,45 +30,6 @@ P = TERSOFF_SI_C_1989
 @pytest.fixture(scope="module")
 def model():
     return tersoff()
-
-
-def _rattled(atoms: Atoms, stdev: float, seed: int) -> Atoms:
-    atoms = atoms.copy()
-    atoms.positions += np.random.default_rng(seed).normal(0.0, stdev, atoms.positions.shape)
-    return atoms
-
-
-def _si8() -> Atoms:
-    return _rattled(bulk("Si", "diamond", a=5.432, cubic=True), 0.1, 1)
-
-
-def _c8() -> Atoms:
-    return _rattled(bulk("C", "diamond", a=3.566, cubic=True), 0.06, 2)
-
-
-def _sic16() -> Atoms:
-    """Random Si/C occupation of a 16-site zincblende cell; some Si–Si pairs sit in the f_c switch."""
-    a = bulk("SiC", "zincblende", a=4.32, cubic=True).repeat((2, 1, 1))
-    a.numbers = np.random.default_rng(3).choice([6, 14], len(a))
-    return _rattled(a, 0.1, 3)
-
-
-def _skewed() -> Atoms:
-    a = bulk("Si", "diamond", a=5.2)  # compressed triclinic primitive cell: second shell inside the cutoff
-    rng = np.random.default_rng(4)
-    a.set_cell(a.cell @ (np.eye(3) + 0.05 * rng.normal(size=(3, 3))), scale_atoms=True)
-    return _rattled(a, 0.05, 4)
-
-
-def _cluster() -> Atoms:
-    """Mixed Si/C cluster (non-periodic), 17 atoms."""
-    a = bulk("SiC", "zincblende", a=4.32, cubic=True).repeat(2)
-    keep = np.linalg.norm(a.positions - a.positions[13], axis=1) < 3.3
-    c = Atoms(numbers=a.numbers[keep], positions=a.positions[keep])
-    return _rattled(c, 0.08, 5)
-
-
-from ._efs import _efs, _energy, _jit_efs, _strained_energy, _structure  # noqa: E402, F401
 
 
 def _matscipy(atoms: Atoms):
@@ -210,95 +177,7 @@ def test_capacity_overflow_is_nan_not_wrong(model):
 
 
 # --------------------------------------------------------------------------- identities
-def _random_rotation(rng) -> np.ndarray:
-    q, r = np.linalg.qr(rng.normal(size=(3, 3)))
-    q = q * np.sign(np.diag(r))
-    return q if np.linalg.det(q) > 0 else -q
-
-
-@pytest.mark.parametrize("make", [_sic16, _skewed, _cluster])
-def test_rotation_translation_permutation_invariance(model, make):
-    atoms = make()
-    rng = np.random.default_rng(11)
-    Q = _random_rotation(rng)
-    perm = rng.permutation(len(atoms))
-    moved = atoms.copy()
-    moved.positions = (atoms.positions @ Q.T + rng.normal(size=3) * 3.0)[perm]
-    moved.numbers = atoms.numbers[perm]
-    moved.set_cell(atoms.cell @ Q.T, scale_atoms=False)
-    e0, f0, _ = _efs(model, _structure(atoms))
-    e1, f1, _ = _efs(model, _structure(moved))
-    assert abs(float(e1 - e0)) < 1e-13 * abs(float(e0))
-    np.testing.assert_allclose(np.asarray(f1), (np.asarray(f0) @ Q.T)[perm], atol=1e-11)
-
-
-def _min_gap_to_switch_edges(atoms: Atoms) -> float:
-    """Smallest |r − R_ij| or |r − S_ij| over all pairs (Tersoff's f_c has a curvature jump there)."""
-    sym = {6: "C", 14: "Si"}
-    i, j, d = neighbor_list("ijd", atoms, 3.5)
-    gaps = [np.inf]
-    for a, b, r in zip(i, j, d, strict=True):
-        pa, pb = P[sym[atoms.numbers[a]]], P[sym[atoms.numbers[b]]]
-        gaps += [abs(r - np.sqrt(pa["R"] * pb["R"])), abs(r - np.sqrt(pa["S"] * pb["S"]))]
-    return float(min(gaps))
-
-
-@pytest.mark.parametrize("make", [_si8, _cluster])
-def test_forces_are_central_differences_of_energy(model, make):
-    """|FD(h) − (−F·v)| shrinks like h² (error ratio 4 between h and h/2) away from the f_c edges."""
-    atoms = make()
-    assert _min_gap_to_switch_edges(atoms) > 0.05  # precondition: the stencil never crosses R or S
-    s = model.prepare(_structure(atoms))
-    f = np.asarray(_efs(model, s)[1])
-    v = np.random.default_rng(5).normal(size=f.shape)
-    v /= np.linalg.norm(v)
-    exact = -np.sum(f * v)
-    errs = []
-    for h in (0.02, 0.01):
-        fd = (_energy(model, s, s.positions + h * v) - _energy(model, s, s.positions - h * v)) / (2 * h)
-        errs.append(abs(fd - exact))
-    assert errs[1] < 1e-3 * max(1.0, abs(exact))
-    assert 3.5 < errs[0] / errs[1] < 4.5
-
-
-@pytest.mark.parametrize("make", [_sic16, _skewed])
-def test_stress_is_strain_derivative_of_energy(model, make):
-    s = model.prepare(_structure(make()))
-    sigma = np.asarray(_efs(model, s)[2])
-    V = float(s.volume)
-    h = 1e-5
-    fd = np.zeros((3, 3))
-    for a, b in itertools.product(range(3), repeat=2):
-        D = np.zeros((3, 3))
-        D[a, b] += 0.5 * h
-        D[b, a] += 0.5 * h
-        fd[a, b] = (_strained_energy(model, s, D) - _strained_energy(model, s, -D)) / (2 * h * V)
-    np.testing.assert_allclose(sigma, fd, atol=1e-8)
-    np.testing.assert_allclose(sigma, sigma.T, atol=1e-14)
-
-
 # --------------------------------------------------------------------------- batching, dtype, elements
-def test_padded_batch_equals_unpadded(model):
-    ss = [_structure(_cluster()), _structure(Atoms("SiC2", positions=[[0, 0, 0], [1.9, 0, 0], [-0.6, 1.7, 0.2]]))]
-    batch = model.prepare(jaxcert.stack(ss))
-    e_b, f_b, _ = jax.vmap(_jit_efs, in_axes=(None, 0))(model, batch)
-    for k, s in enumerate(ss):
-        e, f, _ = _efs(model, s)
-        assert abs(float(e_b[k] - e)) < 1e-11
-        np.testing.assert_allclose(np.asarray(f_b[k, : s.n_atoms]), np.asarray(f), atol=1e-11)
-        assert np.all(np.asarray(f_b[k, s.n_atoms :]) == 0.0)
-
-
-def test_float32_sanity(model):
-    """float32 vs float64 on the Si/C cluster: measured 6.4e-7·|E| and 6.8e-6 eV/Å; tolerance 3e-6·|E|, 1e-4."""
-    atoms = _cluster()
-    e64, f64, _ = _efs(model, _structure(atoms, jnp.float64))
-    e32, f32, _ = _efs(model, _structure(atoms, jnp.float32))
-    assert e32.dtype == jnp.float32 and f32.dtype == jnp.float32
-    assert abs(float(e32) - float(e64)) < 3e-6 * abs(float(e64))
-    assert np.abs(np.asarray(f32, np.float64) - np.asarray(f64)).max() < 1e-4
-
-
 def test_unsupported_element_and_registry(model):
     with pytest.raises(UnsupportedElement, match="Ge"):
         model.energy(_structure(Atoms("SiGe", positions=[[0, 0, 0], [2.3, 0, 0]])))

@@ -1,7 +1,7 @@
 """The probe × defect matrix (issue 3, 7b): every defect model trips the probes it must trip AND
 leaves the others clean, both directions asserted, on the production substrates of one element.
 
-The table is ``jaxcert.models.defects.expected_probes`` (must_trip, must_not_trip); "trips" means
+The table is ``tests/_defect_oracle.py`` (``EXPECTED_PROBES``) (must_trip, must_not_trip); "trips" means
 score < 0.5 or a failed gate, "clean" means score > 0.85 and no failed gate.  The λ rows are checked
 in tests/test_lam.py.
 
@@ -19,10 +19,11 @@ import pytest
 
 import jaxcert
 from jaxcert.models import defects
+from tests._defect_oracle import EXPECTED_PROBES
 
 ELEMENT = "Si"
 TRIP, CLEAN = 0.5, 0.85
-MD = {"reversibility", "config_temperature", "virial", "equipartition", "lambda"}
+MD = {"reversibility", "config_temperature", "virial", "equipartition", "lam"}
 #: strengths for the matrix where the wrapper default is not the right operating point
 STRENGTH = {"chirality": 1.0, "eggbox": 0.5, "nonintegrable": 20.0}
 
@@ -33,10 +34,10 @@ def lj():
 
 
 def _check(lj, name, include_md, specificity=True):
-    must_trip, must_not = defects.expected_probes[name]
+    must_trip, must_not = EXPECTED_PROBES[name]
     must_not = must_not if specificity else ()
     skip = set() if include_md else MD
-    skip.add("lambda")
+    skip.add("lam")
     trip = [p for p in must_trip if p not in skip]
     clean = [p for p in must_not if p not in skip]
     factory = defects.DEFECTS[name]
@@ -55,18 +56,18 @@ def _check(lj, name, include_md, specificity=True):
     assert not wrong, f"{model.name}: " + "; ".join(wrong)
 
 
-@pytest.mark.parametrize("name", sorted(defects.expected_probes))
+@pytest.mark.parametrize("name", sorted(EXPECTED_PROBES))
 def test_defect_trips_its_probes(lj, name):
     _check(lj, name, include_md=False, specificity=False)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(defects.expected_probes))
+@pytest.mark.parametrize("name", sorted(EXPECTED_PROBES))
 def test_defect_trips_its_probes_and_only_those(lj, name):
     _check(lj, name, include_md=False)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(defects.expected_probes))
+@pytest.mark.parametrize("name", sorted(EXPECTED_PROBES))
 def test_full_matrix_including_dynamics(lj, name):
     _check(lj, name, include_md=True)
