@@ -14,8 +14,9 @@ version, pescert, measured side by side on this machine class on a quiet machine
 package, so those figures are quoted, not re-run).
 
 Also times whole ``jaxcert certify`` processes (imports included), which is what a
-new user and CI see: with the persistent compilation cache off, then with a fresh
-cache directory (the first process fills it, the second loads the compiled programs;
+new user and CI see: with the caches off, then with a fresh cache directory (the first
+process fills it, the second loads the compiled programs: each probe program from
+jaxcert's executable store without tracing, the rest from JAX's persistent cache;
 :mod:`jaxcert.cache`). The load average is recorded around every process.
 
 Writes ``benchmarks/results/certify.json`` with the machine description.
@@ -98,6 +99,8 @@ def cli_runs(mname: str, els: list[str]) -> dict:
         subprocess.run(cmd, env=dict(os.environ, JAXCERT_CACHE_DIR=cache_dir), check=True, capture_output=True)
         out[label] = time.perf_counter() - t
         out[label.replace("_s", "_load_1min")] = [load_before[0], os.getloadavg()[0]]
+    # what the warm process could load without tracing (jaxcert.cache's executable store, one entry per program)
+    out["cli_store_entries"] = len(list(pathlib.Path(cache, "exec").rglob("*.pkl")))
     return out
 
 

@@ -360,7 +360,7 @@ def run_on_structures(model: Model, name: str, structures: dict[str, Structure],
     def one_batch(group: list[str]) -> ProbeOutcome:
         batch = model.prepare(stack([ready[k] for k in group]))
         ks = keys[np.asarray([labels.index(k) for k in group])]
-        res = _to_numpy(_executable(run, (ks, batch))(ks, batch))
+        res = _to_numpy(_call(run, (ks, batch)))
         return ProbeOutcome(
             name=name, target=spec.target, gated=spec.gated, elements=list(group),
             defect=np.asarray(res.defect, float), score=np.asarray(res.score, float),
