@@ -29,7 +29,7 @@ Hence F = −∇_R E, σ = V⁻¹ ∂E/∂ε and every mixed derivative are thos
 (``tests/test_adapters_jax_md.py`` checks them against jaxcert's own Stillinger–Weber and
 against finite differences).
 
-**Graph modules** (``docs/adapters.md`` §2).  :func:`graph` builds a :class:`Graph`
+**Graph modules** (``docs/adapters.md`` §2).  `build_graph` builds a :class:`Graph`
 (senders, receivers, edge vectors r_j + image − r_i within the cutoff, species, masks) from
 :func:`jaxcert.neighbors.pairs`; the module maps ``(params, graph)`` to per-node energies
 (summed over real atoms) or to the total energy.
@@ -51,7 +51,7 @@ from jaxcert.geometry import inv3
 from jaxcert.neighbors import pairs, with_images
 from jaxcert.structure import MAX_Z, Structure, StructureError, UnsupportedStructure
 
-__all__ = ["Graph", "graph", "species_table", "jax_md_energy", "graph_energy", "flax_apply", "SPACES"]
+__all__ = ["Graph", "build_graph", "species_table", "jax_md_energy", "graph_energy", "flax_apply", "SPACES"]
 
 #: The jax-md spaces the adapter supports (``jax_md.space.free`` and ``jax_md.space.periodic_general``).
 SPACES = ("free", "periodic_general")
@@ -133,7 +133,7 @@ class Graph(NamedTuple):
     edge_mask: jax.Array
 
 
-def graph(s: Structure, cutoff: float, species: Sequence[int | str] | None = None,
+def build_graph(s: Structure, cutoff: float, species: Sequence[int | str] | None = None,
           capacity: int | None = None) -> tuple[Graph, jax.Array]:
     """(graph, ok) of an unbatched, prepared structure: directed edges i ← j with |r_j + image − r_i| < cutoff.
 
@@ -163,7 +163,7 @@ def graph_energy(apply_fn: Callable[[Any, Graph], jax.Array], cutoff: float,
     the output itself when it is a scalar (the module then owns the masks); eV."""
 
     def energy(params: Any, s: Structure) -> jax.Array:
-        g, ok = graph(s, cutoff, species, capacity)
+        g, ok = build_graph(s, cutoff, species, capacity)
         out = jnp.asarray(apply_fn(params, g))
         n = s.n_atoms
         if out.ndim == 0:

@@ -16,6 +16,7 @@ import pytest
 
 nn = pytest.importorskip("flax.linen")
 
+import jaxcert  # noqa: E402
 from jaxcert import Graph, Model, Structure, stack, unstack  # noqa: E402
 from jaxcert.model import strain  # noqa: E402
 
@@ -50,10 +51,8 @@ class MessagePassing(nn.Module):
 def _model(use_vector: bool = False) -> Model:
     mod = MessagePassing(use_vector=use_vector)
     s = _cluster()
-    # initialise on the graph the adapter builds (jaxcert.graph), as a user would
-    from jaxcert._adapters import graph
-
-    g, _ = graph(s, RC, species=("Si", "O"))
+    # initialise on the graph the adapter builds (jaxcert.build_graph), as a user would
+    g, _ = jaxcert.build_graph(s, RC, species=("Si", "O"))
     variables = mod.init(jax.random.PRNGKey(0), g)
     return Model.from_flax(mod, variables, cutoff=RC, species=("Si", "O"), name="flax-mp")
 
@@ -120,3 +119,20 @@ def test_padding_is_inert_and_stress_is_exact_in_the_cell():
             fd[a, b] = (float(m.energy(strain(s, jnp.asarray(e)))) - float(m.energy(strain(s, -jnp.asarray(e))))) / (
                 2 * h * V)
     assert np.abs(sig).max() > 1e-4 and np.abs(sig - fd).max() < 1e-7 * max(1.0, np.abs(fd).max())
+
+
+def test_cli_certifies_a_flax_model_given_as_module_attr(tmp_path, monkeypatch):
+    """``certify --model mymods:model`` on a module file exposing the Flax net above, one fast probe."""
+    import json
+
+    from jaxcert.cli import main
+
+    (tmp_path / "mymods_flax.py").write_text(
+        "from tests.test_adapters_graph import _model\n"
+        "model = _model()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "r.json"
+    rc = main(["certify", "--model", "mymods_flax:model", "--elements", "Si", "--probes", "conservativeness",
+               "--quiet", "--json", str(out)])
+    rep = json.loads(out.read_text())
+    assert rc == 0 and "flax-mp" in json.dumps(rep) and rep["probes"][0]["name"] == "conservativeness"

@@ -269,4 +269,29 @@ def test_nequip_at_random_init_passes_the_symmetry_probes():
     assert bool(c.gate) and float(c.defect) < 1e-6, c
     g = jax.grad(lambda p: m.energy_of(p, m.prepare(s)))(m.params)
     leaves = jax.tree_util.tree_leaves(g)
-    assert all(np.isfinite(np.asarray(x)).all() for x in leaves) and any(np.abs(np.asarray(x)).max() > 0 for x in leaves)
+    assert all(np.isfinite(np.asarray(x)).all() for x in leaves)
+    assert any(np.abs(np.asarray(x)).max() > 0 for x in leaves)
+
+
+def test_cli_certifies_a_jax_md_model_given_as_module_attr(tmp_path, monkeypatch, capsys):
+    """``certify --model mymods:lj`` on a module file exposing a wrapped jax-md LJ: one fast probe runs and passes."""
+    import json
+
+    from jaxcert.cli import main
+
+    (tmp_path / "mymods_jaxmd.py").write_text(
+        "import jax.numpy as jnp\n"
+        "from jax_md import energy, space\n"
+        "import jaxcert\n"
+        "disp, _ = space.periodic_general(jnp.eye(3) * 10.0)\n"
+        "lj = jaxcert.Model.from_jax_md(energy.lennard_jones_pair(disp, sigma=3.4, epsilon=0.0104, r_onset=2.0,\n"
+        "                               r_cutoff=2.5), cutoff=3.4 * 2.5, name='jax-md LJ')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "r.json"
+    rc = main(["certify", "--model", "mymods_jaxmd:lj", "--elements", "Ar", "--probes", "conservativeness",
+               "--quiet", "--json", str(out)])
+    rep = json.loads(out.read_text())
+    assert rc == 0, capsys.readouterr()
+    text = json.dumps(rep)
+    assert "jax-md LJ" in text and "conservativeness" in text
+    assert main(["certify", "--model", "mymods_jaxmd:nosuch", "--elements", "Ar", "--quiet"]) == 2
