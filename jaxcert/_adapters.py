@@ -312,6 +312,8 @@ def jax_md_energy(energy_fn: Callable[..., jax.Array], cutoff: float, *, space: 
                          f"got {space!r}")
     fmt, partition = _format_of(neighbor_format)
     table, _ = species_table(species)
+    if one_hot and species is None:
+        raise ValueError("one_hot=True needs species (the elements in the order of the one-hot columns)")
     rc = float(cutoff)
     if not rc > 0:
         raise ValueError(f"cutoff must be positive (Å), got {cutoff!r}")
@@ -338,13 +340,13 @@ def jax_md_energy(energy_fn: Callable[..., jax.Array], cutoff: float, *, space: 
             else:
                 kw[species_arg] = idx
         x = sc.positions
-        if fmt is None:  # every pair: padding atoms can only be moved out of reach (free space)
-            if space == "free":
-                far = (10.0 * rc + 1.0e4) + (2.0 * rc + 10.0) * jnp.arange(n, dtype=dt)
-                x = jnp.where(sc.mask[:, None], x, jax.lax.stop_gradient(far)[:, None])
-                sc = sc.replace(positions=x)
-            else:
-                ok = jnp.all(sc.mask)
+        if fmt is None and not sc.periodic:  # every pair, a cluster: padding atoms moved out of reach
+            top = jnp.max(jnp.where(sc.mask[:, None], jax.lax.stop_gradient(x), -jnp.inf))
+            far = top + (2.0 * rc + 1.0) * (1.0 + jnp.arange(n, dtype=dt))  # > r_c from all and each other
+            x = jnp.where(sc.mask[:, None], x, jax.lax.stop_gradient(far)[:, None])
+            sc = sc.replace(positions=x, mask=jnp.ones_like(sc.mask))  # the vacuum now holds them too
+        elif fmt is None:  # every pair in a periodic cell: a padding atom cannot be taken out
+            ok = jnp.all(sc.mask)
         if space == "periodic_general":
             R, extra = _periodic_general_inputs(sc, rc, fractional_coordinates)
             kw.update(extra)

@@ -136,3 +136,29 @@ def test_cli_certifies_a_flax_model_given_as_module_attr(tmp_path, monkeypatch):
                "--quiet", "--json", str(out)])
     rep = json.loads(out.read_text())
     assert rc == 0 and "flax-mp" in json.dumps(rep) and rep["probes"][0]["name"] == "conservativeness"
+
+
+def test_flax_nnx_module_with_its_state_as_parameters():
+    """An nnx module (params=None): its state is the parameter leaf; rotation invariance and weight gradients."""
+    nnx = pytest.importorskip("flax.nnx")
+
+    class Net(nnx.Module):
+        def __init__(self, rngs):
+            self.embed = nnx.Embed(2, 4, rngs=rngs)
+            self.radial = nnx.Linear(2, 4, rngs=rngs)
+            self.out = nnx.Linear(4, 1, rngs=rngs)
+
+        def __call__(self, g: Graph) -> jax.Array:
+            r = jnp.sqrt(jnp.sum(g.edge_vectors**2, axis=-1))
+            env = jnp.where(g.edge_mask & (r < RC), (1.0 - (r / RC) ** 2) ** 2, 0.0)
+            h = self.embed(g.species)
+            msg = self.radial(jnp.stack([r, r * r], -1)) * env[:, None] * h[g.senders]
+            h = h + jax.ops.segment_sum(msg, g.receivers, h.shape[0])
+            return self.out(nnx.silu(h))[:, 0]
+
+    m = Model.from_flax(Net(nnx.Rngs(0)), cutoff=RC, species=("Si", "O"), name="nnx-mp")
+    s = _cluster()
+    assert _rotation_residual(m, s) < 1e-12 and abs(float(m.energy(s))) > 1e-6
+    g = jax.grad(lambda p: m.energy_of(p, m.prepare(s)))(m.params)
+    leaves = [np.asarray(x) for x in jax.tree_util.tree_leaves(g)]
+    assert leaves and all(np.isfinite(x).all() for x in leaves) and any(np.abs(x).max() > 0 for x in leaves)

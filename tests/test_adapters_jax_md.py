@@ -131,18 +131,18 @@ def test_periodic_general_evaluates_a_cluster_in_vacuum(monkeypatch):
 def _lj(fmt=None, species=None) -> Model:
     box = jnp.eye(3) * 5.0
     disp, _ = space.periodic_general(box)
-    kw = dict(sigma=2.0, epsilon=0.3, r_onset=1.5, r_cutoff=2.0)  # jax-md: in units of sigma (3 and 4 Å)
+    kw = dict(sigma=2.0, epsilon=0.3, r_onset=1.25, r_cutoff=1.5)  # jax-md: in units of sigma (2.5, 3 Å)
     if fmt is None:
         e_fn = energy.lennard_jones_pair(disp, **kw)
     else:
         _, e_fn = energy.lennard_jones_neighbor_list(disp, box, format=fmt, fractional_coordinates=True, **kw)
-    return Model.from_jax_md(e_fn, cutoff=4.0, neighbor_format=fmt, name="jax-md lj")
+    return Model.from_jax_md(e_fn, cutoff=3.0, neighbor_format=fmt, name="jax-md lj")
 
 
-def _fcc(seed: int = 0) -> Structure:
+def _fcc(seed: int = 0, repeat: int = 1) -> Structure:
     from ase.build import bulk
 
-    at = bulk("Ar", "fcc", a=3.3, cubic=True)  # plane spacing 3.3 Å < 2 r_c: 3^3 copies for r_c = 4 Å
+    at = bulk("Ar", "fcc", a=3.3, cubic=True).repeat(repeat)  # one cell: spacing 3.3 Å < 2 r_c, 3^3 copies
     at.positions += np.random.default_rng(seed).normal(scale=0.05, size=at.positions.shape)
     return Structure.from_ase(at, dtype=jnp.float64)
 
@@ -178,8 +178,8 @@ def test_plain_fractional_input_is_wrong_negative_control():
 
     box = jnp.eye(3) * 5.0
     disp, _ = space.periodic_general(box)
-    e_fn = energy.lennard_jones_pair(disp, sigma=2.0, epsilon=0.3, r_onset=1.5, r_cutoff=2.0)
-    at = bulk("Ar", "fcc", a=3.3, cubic=True).repeat(3)  # plane spacing 9.9 Å > 2 r_c: no tiling needed
+    e_fn = energy.lennard_jones_pair(disp, sigma=2.0, epsilon=0.3, r_onset=1.25, r_cutoff=1.5)
+    at = bulk("Ar", "fcc", a=3.3, cubic=True).repeat(2)  # plane spacing 6.6 Å > 2 r_c: no tiling needed
     at.positions += np.random.default_rng(5).normal(scale=0.05, size=at.positions.shape)
     s = Structure.from_ase(at, dtype=jnp.float64)
     naive = lambda R: e_fn(R @ inv3(s.cell), box=s.cell.T)  # noqa: E731
@@ -192,7 +192,7 @@ def test_plain_fractional_input_is_wrong_negative_control():
 @pytest.mark.parametrize("fmt", [partition.Dense, partition.Sparse, partition.OrderedSparse],
                          ids=["dense", "sparse", "ordered"])
 def test_neighbor_list_formats_match_all_pairs(fmt):
-    s = _fcc(3)
+    s = _fcc(3, repeat=2)  # 32 atoms, no tiling (the SW and finite-difference tests tile)
     E0, F0, S0 = _efs(_lj(), s)
     E1, F1, S1 = _efs(_lj(fmt), s)
     assert abs(E1 - E0) < 1e-11 * max(1, abs(E0)) and np.abs(F1 - F0).max() < 1e-11 and np.abs(S1 - S0).max() < 1e-12
@@ -211,14 +211,21 @@ def test_supercell_energy_is_extensive():
 
 
 def test_padding_atoms_are_inert():
+    """Padding atoms (jaxcert.stack) change neither energy nor forces: neighbour list, free all-pairs, and
+    all-pairs on periodic_general (a cluster in vacuum); in a periodic cell an all-pairs energy is NaN."""
+    sw_pg = Model.from_jax_md(energy.stillinger_weber(space.periodic_general(jnp.eye(3))[0], epsilon=EPS_SW),
+                              cutoff=3.77118)
     for m in (_sw_list(), Model.from_jax_md(energy.stillinger_weber(space.free()[0], epsilon=EPS_SW),
-                                            cutoff=3.77118, space="free")):
+                                            cutoff=3.77118, space="free"), sw_pg):
         small, big = _cluster(6), _cluster(9)
         b = stack([small, big])
         E_pad = float(m.energy(unstack(b)[0]))
         assert abs(E_pad - float(m.energy(small))) < 1e-10
         F_pad = np.asarray(m.forces(unstack(b)[0]))
         assert np.abs(F_pad[6:]).max() == 0.0
+    cell = _si(rattle=0.0)
+    padded = unstack(stack([cell, Structure.from_ase(cell.to_ase().repeat((2, 1, 1)))]))[0]
+    assert np.isnan(float(sw_pg.energy(padded))) and np.isfinite(float(sw_pg.energy(cell)))
 
 
 def _nequip():
