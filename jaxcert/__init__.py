@@ -8,6 +8,7 @@ heads), :mod:`jaxcert.derivatives` (exact and finite-difference engines),
 """
 
 from jaxcert import derivatives, models, neighbors, units
+from jaxcert._adapters import Graph, build_graph
 from jaxcert._lam import LAMBDA_GATE, LambdaResult, lam, lambda_of_jacobian
 from jaxcert._version import __version__
 from jaxcert.model import (
@@ -26,5 +27,5 @@ __all__ = [
     "Structure", "StructureError", "stack", "unstack",
     "Model", "StressUnavailable", "UnsupportedElement", "UnsupportedStructure", "strain", "voigt", "from_voigt",
     "derivatives", "models", "neighbors", "units", "__version__", "certify", "lam", "LambdaResult", "LAMBDA_GATE",
-    "lambda_of_jacobian",
+    "lambda_of_jacobian", "Graph", "build_graph",
 ]

@@ -31,9 +31,10 @@ import jax.numpy as jnp
 import numpy as np
 from ase.data import chemical_symbols
 
+from jaxcert import _adapters
 from jaxcert.geometry import det3, is_concrete
 from jaxcert.neighbors import DENSE, SPARSE_MIN_ATOMS, auto_neighbors, coverage, with_images
-from jaxcert.structure import Structure, StructureError
+from jaxcert.structure import Structure, StructureError, UnsupportedStructure
 
 __all__ = ["Model", "StressUnavailable", "UnsupportedElement", "UnsupportedStructure", "strain", "voigt",
            "from_voigt"]
@@ -45,15 +46,6 @@ class StressUnavailable(ValueError):
 
 class UnsupportedElement(ValueError):
     """The model has no parameters for an element of the structure."""
-
-
-class UnsupportedStructure(ValueError):
-    """The model cannot evaluate this structure (e.g. an isolated atom or a pair for a graph network).
-
-    Raised by host-side models (bridges); the suite records the probe as skipped with this
-    reason.  Through ``jax.pure_callback`` it arrives as a runtime error whose message
-    contains the class name, which :func:`is_unsupported_structure` recognises.
-    """
 
 
 def is_unsupported_structure(err: BaseException) -> bool:
@@ -117,6 +109,56 @@ class Model:
     elements: tuple[int, ...] | None = None
     info: tuple[tuple[str, str], ...] = ()
     stress_available: bool = True
+
+    # ------------------------------------------------------------- adapters
+    @classmethod
+    def from_jax_md(cls, energy_fn: Callable[..., jax.Array], *, cutoff: float, space: str = "periodic_general",
+                    fractional_coordinates: bool = True, neighbor_format: Any = None, params: Any = None,
+                    species: Any = None, species_arg: str = "species", one_hot: bool = False,
+                    capacity: int | None = None, name: str = "jax-md") -> Model:
+        """A jax-md energy function as a Model, exact in positions and cell (``docs/adapters.md`` §1).
+
+        ``energy_fn`` is what jax-md built, e.g. ``energy.lennard_jones_pair(displacement)`` on
+        ``space.periodic_general(box)`` or ``space.free()`` (``space="periodic_general"`` or ``"free"``), or the
+        energy of a neighbour-list pair (``neighbor_format=partition.Dense``, ``Sparse`` or ``OrderedSparse``, the
+        format its ``neighbor_fn`` was built with: jaxcert builds the list itself, every pair within ``cutoff``
+        Å, all periodic images, padding excluded).  With ``params`` the call is ``energy_fn(params, R, ...)``
+        (a jax-md NequIP) and the weights are the Model's parameter leaf.  ``species`` lists the elements in the
+        order of the species index, passed as ``species_arg`` (integers, or one-hot with ``one_hot``).
+        Identities tested (``tests/test_adapters_jax_md.py``): E, F = −∇E and σ = V⁻¹∂E/∂ε equal jaxcert's own
+        Stillinger–Weber to 1e-10 in float64; forces and stress agree with finite differences.
+        """
+        fn = _adapters.jax_md_energy(energy_fn, cutoff, space=space, fractional_coordinates=fractional_coordinates,
+                                     neighbor_format=neighbor_format, species=species, species_arg=species_arg,
+                                     one_hot=one_hot, capacity=capacity, with_params=params is not None)
+        _, elements = _adapters.species_table(species)
+        return cls(energy_fn=fn, params=params, name=name, cutoff=float(cutoff), elements=elements,
+                   info=(("source", f"jax-md energy function ({space})"), ("adapter", "docs/adapters.md §1")))
+
+    @classmethod
+    def from_graph_module(cls, apply_fn: Callable[[Any, Any], jax.Array], params: Any, *, cutoff: float,
+                          species: Any = None, capacity: int | None = None, name: str = "graph-module") -> Model:
+        """A graph network ``apply_fn(params, graph) -> per-node energies (n,) or total`` as a Model.
+
+        jaxcert builds the :class:`jaxcert.Graph` (edges i ← j within ``cutoff`` Å from
+        :func:`jaxcert.neighbors.pairs`, all periodic images, padding masked) and sums the per-node output over
+        real atoms; ``params`` is the Model's parameter leaf, so ``jax.grad`` over the weights works
+        (``docs/adapters.md`` §2).  Identities tested (``tests/test_adapters_graph.py``): F = −∇E against
+        finite differences, rotation invariance of E at the float floor.
+        """
+        _, elements = _adapters.species_table(species)
+        fn = _adapters.graph_energy(apply_fn, float(cutoff), species, capacity)
+        return cls(energy_fn=fn, params=params, name=name, cutoff=float(cutoff), elements=elements,
+                   info=(("source", "graph module"), ("adapter", "docs/adapters.md §2")))
+
+    @classmethod
+    def from_flax(cls, module: Any, params: Any = None, *, cutoff: float, species: Any = None,
+                  capacity: int | None = None, name: str = "flax") -> Model:
+        """A Flax module taking a :class:`jaxcert.Graph`: linen with its ``variables`` (``module.apply``), or
+        an ``nnx`` module with ``params=None`` (its state becomes the parameter leaf); see
+        :meth:`from_graph_module` and ``docs/adapters.md`` §2."""
+        apply_fn, prm = _adapters.flax_apply(module, params)
+        return cls.from_graph_module(apply_fn, prm, cutoff=cutoff, species=species, capacity=capacity, name=name)
 
     # -------------------------------------------------------------- plumbing
     def replace(self, **changes: Any) -> Model:

@@ -40,7 +40,7 @@ import numpy as np
 
 from jaxcert.geometry import det3
 
-__all__ = ["Structure", "StructureError", "stack", "unstack", "validate"]
+__all__ = ["Structure", "StructureError", "UnsupportedStructure", "stack", "unstack", "validate"]
 
 #: Default minimum allowed interatomic distance in Å at construction.
 MIN_DISTANCE_A = 0.3
@@ -50,6 +50,17 @@ MAX_Z = 118
 
 class StructureError(ValueError):
     """Raised when a structure is physically or numerically invalid."""
+
+
+class UnsupportedStructure(ValueError):
+    """The model cannot evaluate this structure (e.g. an isolated atom or a pair for a graph network).
+
+    Raised by host-side models (bridges) and, at trace time, by adapted models whose space cannot hold
+    the structure (:mod:`jaxcert._adapters`); the suite records the probe as skipped with this
+    reason.  Through ``jax.pure_callback`` it arrives as a runtime error whose message
+    contains the class name, which :func:`jaxcert.model.is_unsupported_structure` recognises.
+    Re-exported by :mod:`jaxcert.model`.
+    """
 
 
 
