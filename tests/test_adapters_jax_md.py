@@ -258,6 +258,35 @@ def _nequip():
                              species_arg="atoms", one_hot=True, params=params, name="jax-md nequip")
 
 
+def test_nequip_at_random_init_is_invariant_and_conservative():
+    """The default-run check of jax-md's NequIP through the adapter (the probes themselves: the slow test below):
+    E(QR + t) = E(R) and F(QR + t) = F(R)Qᵀ for one rotation, and the force along a random direction equals the
+    central difference of E (float64, relative 1e-7), with finite, non-zero weight gradients."""
+    m = _nequip()
+    rng = np.random.default_rng(2)
+    pos = rng.uniform(0, 4.0, size=(6, 3))
+    s = m.prepare(Structure.create(pos, ["Si", "O", "Si", "O", "Si", "O"], dtype=jnp.float64, min_distance=1.0))
+    Q = np.linalg.qr(rng.normal(size=(3, 3)))[0]
+    Q = Q * np.sign(np.linalg.det(Q))
+    rotated = s.replace(positions=s.positions @ Q.T + jnp.asarray([0.3, -0.2, 0.5]))
+    energy_and_forces = jax.jit(lambda p, x: m.energy_and_forces_of(p, x))
+    E, F = energy_and_forces(m.params, s)
+    E2, F2 = energy_and_forces(m.params, rotated)
+    assert np.abs(np.asarray(F)).max() > 1e-6  # a non-trivial random network
+    np.testing.assert_allclose(float(E2), float(E), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(F2), np.asarray(F) @ Q.T, atol=1e-10)
+    u = rng.normal(size=(6, 3))
+    u /= np.linalg.norm(u)
+    h = 1e-4
+    e = jax.jit(lambda x: m.energy_of(m.params, s.replace(positions=x)))
+    fd = (float(e(s.positions + h * u)) - float(e(s.positions - h * u))) / (2 * h)
+    np.testing.assert_allclose(-float(np.sum(np.asarray(F) * u)), fd, rtol=1e-7)
+    g = jax.grad(lambda p: m.energy_of(p, s))(m.params)
+    leaves = jax.tree_util.tree_leaves(g)
+    assert all(np.isfinite(np.asarray(x)).all() for x in leaves)
+    assert any(np.abs(np.asarray(x)).max() > 0 for x in leaves)
+
+
 @pytest.mark.slow  # measured 682 s at load average 20 on the shared 2-core machine (probe programs compile)
 def test_nequip_at_random_init_passes_the_symmetry_probes():
     """Equivariance (random rotations, translations, permutations) and conservativeness (F_j·û = −dE/ds) at
