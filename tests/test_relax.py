@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 from ase.calculators.lj import LennardJones
 from ase.cluster import Icosahedron
-from ase.optimize import BFGS, FIRE
+from ase.optimize import BFGS, FIRE, LBFGS
 
 import jaxcert
-from jaxcert.relax import bfgs, fire
+from jaxcert.relax import bfgs, fire, lbfgs
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,8 @@ def setup():
     return at, m, calc
 
 
-@pytest.mark.parametrize("name, ours, theirs", [("bfgs", bfgs, BFGS), ("fire", fire, FIRE)])
+@pytest.mark.parametrize("name, ours, theirs", [("bfgs", bfgs, BFGS), ("fire", fire, FIRE),
+                                                 ("lbfgs", lbfgs, LBFGS)])
 def test_matches_ase_optimizer_step_for_step(setup, name, ours, theirs):
     at, m, calc = setup
     s = jaxcert.Structure.from_ase(at)
