@@ -47,12 +47,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert import inputs
+from jaxcert import inputs, neighbors
 from jaxcert.attacks import losses as _losses
 from jaxcert.attacks.attacks import SIGN_START, sign_attack
 from jaxcert.attacks.attacks import run as _run_attack
 from jaxcert.model import Model
-from jaxcert import neighbors
 from jaxcert.relax import RelaxResult, bfgs, fire, lbfgs
 from jaxcert.structure import Structure, stack
 
