@@ -555,7 +555,72 @@ def w_jaxbatch(p: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-WORKERS = {"ef": w_ef, "rar": w_rar, "lammps": w_lammps, "torchsim": w_torchsim, "jaxbatch": w_jaxbatch}
+def w_relaxmem(p: dict[str, Any]) -> dict[str, Any]:
+    """Memory of one relaxation program (SW Si supercell, rattled): XLA's planned buffers of the compiled
+    ``jax.jit(optimizer)``, and, when ``run``, the peak RSS and wall time of a short run (``steps`` steps).
+
+    ``bfgs`` is the dense ASE-BFGS (``BFGS_MAX_ATOMS`` lifted for this process, so it does not hand over to
+    L-BFGS); it is compiled only, because its O(N³) eigendecomposition per step takes minutes at these sizes.
+    """
+    jax = _jax()
+
+    import jaxcert
+    from jaxcert import relax
+
+    model = jaxcert.models.get(p["model"])
+    atoms, k = rattled(p["model"], p["n"])
+    s = model.prepare(jaxcert.Structure.from_ase(atoms))
+    out: dict[str, Any] = {"model": p["model"], "optimizer": p["optimizer"], "n_atoms": len(atoms), "repeat": k,
+                           "load_start": os.getloadavg(), "maxrss_MiB_before": maxrss_mib()}
+    if p["optimizer"] == "bfgs":
+        relax.BFGS_MAX_ATOMS = 10**9
+    opt = getattr(relax, p["optimizer"])
+    t0 = time.perf_counter()
+    compiled = jax.jit(lambda x: opt(model, x, fmax=FMAX_RAR, max_steps=p["steps"])).lower(s).compile()
+    out["compile_s"] = time.perf_counter() - t0
+    out.update(xla_memory(compiled))
+    if p["run"]:
+        t0 = time.perf_counter()
+        r = compiled(s)
+        jax.block_until_ready(r.structure.positions)
+        out.update({"run_s": time.perf_counter() - t0, "steps": int(r.steps), "fmax_reached": float(r.fmax),
+                    "list_builds": int(r.structure.neighbor_state.builds) if r.structure.neighbor_state else None})
+    else:
+        out["run"] = "compiled only (memory_analysis); not run"
+    out["maxrss_MiB"] = maxrss_mib()
+    out["load_end"] = os.getloadavg()
+    return out
+
+
+def relaxer_memory(a, xla_env: dict[str, str]) -> None:
+    """``--relaxer-memory``: FIRE, L-BFGS and dense BFGS at the requested sizes; the rows go under the key
+    ``relaxer_memory`` of the existing ``--out`` JSON (its other results are kept)."""
+    from jaxcert.report import machine
+
+    load_start = os.getloadavg()
+    rows = []
+    for n in [int(x) for x in a.sizes.split(",") if x.strip()]:
+        for opt in ("fire", "lbfgs", "bfgs"):
+            row = run_worker("relaxmem", {"model": "sw", "n": n, "optimizer": opt, "steps": a.relax_steps,
+                                          "run": opt != "bfgs"}, False, env=xla_env)
+            print(json.dumps(row, default=float))
+            rows.append(row)
+    doc = json.loads(pathlib.Path(a.out).read_text()) if pathlib.Path(a.out).exists() else {}
+    doc["relaxer_memory"] = {
+        "what": "peak memory of one relaxation program, SW Si supercell rattled, float64, one thread: XLA "
+                "memory_analysis of jax.jit(relax.<optimizer>) (temp = the loop state and workspace) and, for FIRE "
+                f"and L-BFGS, ru_maxrss of a fresh worker process after a run to fmax {FMAX_RAR} eV/A, at most "
+                f"{a.relax_steps} steps (L-BFGS memory min(100, steps); ru_maxrss includes the Python/JAX baseline, "
+                "maxrss_MiB_before); dense BFGS compiled only",
+        "rows": rows, "loadavg_start": load_start, "loadavg_end": os.getloadavg(), "machine": machine(),
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    pathlib.Path(a.out).write_text(json.dumps(doc, indent=2, default=float, allow_nan=False))
+    print(f"wrote relaxer_memory into {a.out}")
+
+
+WORKERS = {"ef": w_ef, "rar": w_rar, "lammps": w_lammps, "torchsim": w_torchsim, "jaxbatch": w_jaxbatch,
+           "relaxmem": w_relaxmem}
 
 
 def run_worker(kind: str, params: dict[str, Any], in_process: bool, env: dict[str, str] | None = None,
@@ -652,12 +717,19 @@ def main(argv=None):
     p.add_argument("--dense-max-s", type=float, default=20.0, help="skip the dense path when predicted slower")
     p.add_argument("--structures", type=int, default=100, help="LJ structures of the TorchSim comparison")
     p.add_argument("--out", default=str(HERE / "results" / "scaling.json"))
+    p.add_argument("--relaxer-memory", action="store_true", help="only the relaxer memory rows (FIRE, L-BFGS, "
+                   "dense BFGS at --sizes), added to --out under 'relaxer_memory'")
+    p.add_argument("--relax-steps", type=int, default=300, help="step cap of each --relaxer-memory run")
     p.add_argument("--worker", nargs=2, metavar=("KIND", "JSON"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
 
     if a.worker:
         res = WORKERS[a.worker[0]](json.loads(a.worker[1]))
         print(MARK + json.dumps(res, default=float))
+        return 0
+
+    if a.relaxer_memory:
+        relaxer_memory(a, {"XLA_FLAGS": ONE_THREAD} if a.threads == 1 else {})
         return 0
 
     from _record import finish

@@ -74,7 +74,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcert import neighbors
 from jaxcert.model import Model
+from jaxcert.neighbors import NeighborState
 from jaxcert.relax import bfgs
 from jaxcert.structure import Structure
 from jaxcert.units import FS, KB_EV_PER_K
@@ -136,24 +138,36 @@ def maxwell_boltzmann(key: jax.Array, s: Structure, temperature_k: float | jax.A
     return p / m
 
 
+def _at(s: Structure, R: jax.Array, nbrs: NeighborState | None) -> Structure:
+    """``s`` at positions R with the carried Verlet list ``nbrs``, refreshed (rebuilt only when stale)."""
+    return neighbors.update(s.replace(positions=R, neighbor_state=nbrs))
+
+
 def _energy_forces_fn(model: Model, s: Structure):
-    """R ↦ (E eV, F eV/Å) of the model output (one backward pass when conservative)."""
+    """(R, list) ↦ (E eV, F eV/Å, the list refreshed at R) of the model output (one backward pass when
+    conservative)."""
     params = model.params
 
     if model.forces_fn is None:
-        def ef(R):
-            E, g = jax.value_and_grad(lambda R: model.energy_of(params, s.replace(positions=R)))(R)
-            return E, -g * s.mask[:, None].astype(g.dtype)
+        def ef(R, nbrs):
+            t = _at(s, R, nbrs)
+            E, g = jax.value_and_grad(lambda R: model.energy_of(params, t.replace(positions=R)))(R)
+            return E, -g * s.mask[:, None].astype(g.dtype), t.neighbor_state
     else:
-        def ef(R):
-            t = s.replace(positions=R)
-            return model.energy_of(params, t), model.forces_of(params, t)
+        def ef(R, nbrs):
+            t = _at(s, R, nbrs)
+            return model.energy_of(params, t), model.forces_of(params, t), t.neighbor_state
     return ef
 
 
 def _forces_fn(model: Model, s: Structure):
+    """(R, list) ↦ (raw force output eV/Å, the list refreshed at R)."""
     params = model.params
-    return lambda R: model.forces_of(params, s.replace(positions=R))
+
+    def f(R, nbrs):
+        t = _at(s, R, nbrs)
+        return model.forces_of(params, t), t.neighbor_state
+    return f
 
 
 # ----------------------------------------------------------------------------- velocity Verlet
@@ -166,6 +180,8 @@ class VerletResult(NamedTuple):
       forces: final forces (n, 3) eV/Å.
       energies: total energy E_pot + E_kin at step 0 and after every step (n_steps + 1,) eV.
       trajectory: positions after every step (n_steps, n, 3) Å.
+      neighbor_state: the Verlet list the run carried, at its end (None on the dense path); ``ok`` False if
+        any build of the run overflowed, ``builds`` counts the builds.
     """
 
     positions: jax.Array
@@ -173,15 +189,23 @@ class VerletResult(NamedTuple):
     forces: jax.Array
     energies: jax.Array
     trajectory: jax.Array
+    neighbor_state: NeighborState | None = None
 
 
 def velocity_verlet(model: Model, s: Structure, velocities: jax.Array, timestep_fs: float = 1.0,
                     n_steps: int = 100) -> VerletResult:
     """ASE ``VelocityVerlet`` for ``n_steps`` steps from ``s`` with ``velocities`` (n_steps + 1 model evaluations).
 
-    Works on momenta as ASE: p += ½dt F; r += dt p/m; F ← F(r); p += ½dt F.
+    Works on momenta as ASE: p += ½dt F; r += dt p/m; F ← F(r); p += ½dt F.  The structure's Verlet list (large
+    cells) is carried through the steps and rebuilt only when stale; on the host an overflowed list is enlarged
+    and the run repeated (:func:`jaxcert.neighbors.rerun_on_overflow`).
     """
     s = model.prepare(s)
+    return neighbors.rerun_on_overflow(lambda t: (r := _verlet(model, t, velocities, timestep_fs, n_steps),
+                                                  neighbors.list_ok(r.neighbor_state)), s, "velocity_verlet")[0]
+
+
+def _verlet(model: Model, s: Structure, velocities: jax.Array, timestep_fs: float, n_steps: int) -> VerletResult:
     dt = timestep_fs * FS
     m = _masses(s)
     ef = _energy_forces_fn(model, s)
@@ -190,18 +214,18 @@ def velocity_verlet(model: Model, s: Structure, velocities: jax.Array, timestep_
         return E + 0.5 * jnp.sum(_w(s) * p * p / m)
 
     def step(c, _):
-        R, p, F = c
+        R, p, F, nbrs = c
         p = p + 0.5 * dt * F
         R = R + dt * p / m
-        E, F = ef(R)
+        E, F, nbrs = ef(R, nbrs)
         p = p + 0.5 * dt * F
-        return (R, p, F), (total(E, p), R)
+        return (R, p, F, nbrs), (total(E, p), R)
 
     R0 = s.positions
     p0 = m * velocities.astype(R0.dtype) * _w(s)
-    E0, F0 = ef(R0)
-    (R, p, F), (Es, Rs) = jax.lax.scan(step, (R0, p0, F0), None, length=n_steps)
-    return VerletResult(R, p / m, F, jnp.concatenate([total(E0, p0)[None], Es]), Rs)
+    E0, F0, nbrs0 = ef(R0, s.neighbor_state)
+    (R, p, F, nbrs), (Es, Rs) = jax.lax.scan(step, (R0, p0, F0, nbrs0), None, length=n_steps)
+    return VerletResult(R, p / m, F, jnp.concatenate([total(E0, p0)[None], Es]), Rs, nbrs)
 
 
 # ----------------------------------------------------------------------------- Langevin
@@ -279,10 +303,15 @@ class _LState(NamedTuple):
     velocities: jax.Array
     forces: jax.Array  # as used by the integrator (constraint-adjusted under FixCom)
     raw_forces: jax.Array  # the model's output
+    neighbors: NeighborState | None = None  # the carried Verlet list (None on the dense path)
 
 
 def langevin_step(s: Structure, force_fn, config: LangevinConfig, state: _LState, key: jax.Array) -> _LState:
-    """One ASE Langevin step (see the module docstring); ``force_fn(R)`` is the raw force output."""
+    """One ASE Langevin step (see the module docstring).
+
+    ``force_fn(R, list) -> (raw force output, list refreshed at R)`` (:func:`_forces_fn`); the Verlet list is
+    carried in ``state.neighbors``.
+    """
     dtype = s.positions.dtype
     dt = config.timestep_fs * FS
     w = _w(s)
@@ -304,12 +333,12 @@ def langevin_step(s: Structure, force_fn, config: LangevinConfig, state: _LState
     if fixcom:
         new = _fixcom_positions(s, x, new)
     v = (new - x - rnd_pos) / dt
-    raw = force_fn(new)
+    raw, nbrs = force_fn(new, state.neighbors)
     F = _fixcom_forces(s, raw) if fixcom else raw
     v = v + (c1 * F / m - c2 * v + rnd_vel)
     if fixcom:
         v = _fixcom_momenta(s, v * m) / m
-    return _LState(new, v, F, raw)
+    return _LState(new, v, F, raw, nbrs)
 
 
 # ----------------------------------------------------------------------------- trajectory
@@ -379,8 +408,18 @@ def langevin_trajectory(model: Model, s: Structure, key: jax.Array, config: Lang
       key: run key; velocities use ``key``, the noise ``noise_key(key)``.
       config: thermostat settings.
       n_steps: stored steps (1100); static.
+
+    The Verlet list of a large cell is carried through the steps (rebuilt only when stale); on the host an
+    overflowed list is enlarged and the whole trajectory recomputed (:func:`jaxcert.neighbors.rerun_on_overflow`).
     """
     s = model.prepare(s)
+    return neighbors.rerun_on_overflow(lambda t: _trajectory(model, t, key, config, n_steps), s,
+                                       "langevin_trajectory")[0]
+
+
+def _trajectory(model: Model, s: Structure, key: jax.Array, config: LangevinConfig,
+                n_steps: int) -> tuple[Trajectory, jax.Array]:
+    """The trajectory and the overflow status (``ok``) of every list it used."""
     if config.relax:
         rr = bfgs(model, s, fmax=config.relax_fmax, max_steps=config.relax_steps)
         ref, fmax_reached, relax_steps = rr.structure, rr.fmax, rr.steps
@@ -395,17 +434,18 @@ def langevin_trajectory(model: Model, s: Structure, key: jax.Array, config: Lang
     v0 = maxwell_boltzmann(key, ref, config.temperature_k)
     if config.com == "fixcom":  # ASE set_velocities applies FixCom.adjust_momenta
         v0 = _fixcom_momenta(ref, v0 * _masses(ref)) / _masses(ref)
-    raw0 = force_fn(ref.positions)
+    raw0, nbrs0 = force_fn(ref.positions, ref.neighbor_state)
     F0 = _fixcom_forces(ref, raw0) if config.com == "fixcom" else raw0
-    state = _LState(ref.positions, v0, F0, raw0)
+    state = _LState(ref.positions, v0, F0, raw0, nbrs0)
     nkey = noise_key(key)
     # one scan over warm-up + stored steps (one compiled step body), warm-up frames dropped
     nw = config.warmup_steps
-    _, (R, F, V) = _run(ref, force_fn, config, state, nkey, 1, nw + n_steps)
+    end, (R, F, V) = _run(ref, force_fn, config, state, nkey, 1, nw + n_steps)
     R, F, V = R[nw:], F[nw:], V[nw:]
     steps = jnp.arange(config.warmup_steps + 1, config.warmup_steps + 1 + n_steps)
     n_evals = relax_evals + 1 + config.warmup_steps + n_steps
-    return Trajectory(ref, R, F, V, steps, nkey, fmax_reached, relax_steps, jnp.asarray(n_evals, jnp.int32), config)
+    traj = Trajectory(ref, R, F, V, steps, nkey, fmax_reached, relax_steps, jnp.asarray(n_evals, jnp.int32), config)
+    return traj, (neighbors.list_ok(ref.neighbor_state), neighbors.list_ok(end.neighbors))
 
 
 def extend(model: Model, traj: Trajectory, n_steps: int) -> Trajectory:
@@ -422,7 +462,8 @@ def extend(model: Model, traj: Trajectory, n_steps: int) -> Trajectory:
     force_fn = _forces_fn(model, ref)
     raw = traj.forces[-1]
     F = _fixcom_forces(ref, raw) if config.com == "fixcom" else raw
-    state = _LState(traj.positions[-1], traj.velocities[-1], F, raw)
+    # the reference's list, refreshed at the first step if stale, then carried
+    state = _LState(traj.positions[-1], traj.velocities[-1], F, raw, ref.neighbor_state)
     first = config.warmup_steps + have + 1
     _, (R, Fs, V) = _run(ref, force_fn, config, state, traj.noise_key, first, n_steps - have)
     steps = jnp.arange(config.warmup_steps + 1, config.warmup_steps + 1 + n_steps)

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import warnings
 from typing import Any, NamedTuple
 
 import jax
@@ -71,7 +72,8 @@ from jaxcert.structure import Structure, StructureError
 
 __all__ = ["Pairs", "image_counts", "with_images", "coverage", "pairs", "neighbor_table", "CellListSpec",
            "with_cell_list", "cell_list_fits", "dense_pairs", "listed_pairs", "auto_neighbors", "SPARSE_MIN_ATOMS",
-           "DENSE", "NeighborState", "build", "is_fresh", "update"]
+           "DENSE", "NeighborState", "build", "is_fresh", "update", "grow", "list_ok", "rerun_on_overflow",
+           "NeighborListOverflow", "GROWTH", "MAX_REGROWTHS"]
 
 #: Relative margin on the cutoff when counting images (strain, drift of the cell).
 IMAGE_MARGIN = 0.05
@@ -286,13 +288,18 @@ class NeighborState(NamedTuple):
       idx: (n, capacity) neighbour indices within the search radius at build time (n = empty slot).
       positions: (n, 3) positions it was built at, Å.
       cell: (3, 3) cell it was built at, Å.
-      ok: False if the build overflowed a capacity or the cell no longer holds its cells (results are NaN).
+      ok: False if a build overflowed a capacity or the cell no longer held its cells (results are NaN).  Sticky
+        along a loop that carries the list (:func:`update`): once False it stays False until the host sizes a new
+        list, so the state a relaxation, MD run or attack returns tells whether any of its builds overflowed.
+      builds: how many times this list was built since the host made it (1 after the first build); a loop that
+        carries the list counts its rebuilds here.
     """
 
     idx: jax.Array
     positions: jax.Array
     cell: jax.Array
     ok: jax.Array
+    builds: jax.Array
 
 
 def _bin(t: jax.Array, cells: tuple[int, int, int], capacity: int, iota: jax.Array):
@@ -452,7 +459,7 @@ def build(s: Structure, iota: jax.Array | None = None) -> NeighborState:
     idx = jnp.where(col < cand.shape[1], jnp.take_along_axis(jc, col, axis=1, mode="clip"), n)
     ok = fits & ~cell_overflow & (jnp.max(count) <= spec.capacity)
     R, h = jax.lax.stop_gradient(s.positions), jax.lax.stop_gradient(s.cell)
-    return NeighborState(idx=idx.astype(jnp.int32), positions=R, cell=h, ok=ok)
+    return NeighborState(idx=idx.astype(jnp.int32), positions=R, cell=h, ok=ok, builds=jnp.asarray(1, jnp.int32))
 
 
 def is_fresh(s: Structure, state: NeighborState) -> jax.Array:
@@ -505,8 +512,11 @@ def _refresh(s: Structure, state: NeighborState) -> NeighborState:
 
     def rebuild(c):
         st, _, R, h, iota = c
-        R, h, iota, _ = jax.lax.optimization_barrier((R, h, iota, st))
-        return build(base.replace(positions=R, cell=h), iota), jnp.asarray(True), R, h, iota
+        R, h, iota, st = jax.lax.optimization_barrier((R, h, iota, st))
+        new = build(base.replace(positions=R, cell=h), iota)
+        # an overflow stays recorded (ok is sticky) and the rebuilds are counted
+        new = new._replace(ok=new.ok & st.ok, builds=st.builds + 1)
+        return new, jnp.asarray(True), R, h, iota
 
     carry = (state, jnp.asarray(False), jax.lax.stop_gradient(s.positions), jax.lax.stop_gradient(s.cell),
              jnp.arange(_iota_length(s), dtype=jnp.int32))
@@ -536,13 +546,15 @@ def listed_pairs(s: Structure, cutoff: float) -> Pairs:
     return Pairs(d=tuple(d), r=r, mask=mask, j=j)
 
 
-def with_cell_list(s: Structure, cutoff: float, skin: float | None = None, slack: float = 1.25) -> Structure:
+def with_cell_list(s: Structure, cutoff: float, skin: float | None = None, slack: float = 1.25,
+                   at_least: CellListSpec | None = None) -> Structure:
     """``s`` with a :class:`CellListSpec` sized on the host for ``cutoff`` (Å) and a fresh Verlet list.
 
     The search radius is ``cutoff + skin`` (default skin: ``max(0.5 Å, IMAGE_MARGIN·cutoff)``); cells per axis
     ``floor(w_a / radius)`` (``w_a`` the plane spacing; non-periodic axes from the atoms' extent); cell and
     neighbour capacities are the largest counts found (cell occupancy, matscipy's C neighbour list) times
-    ``slack``, plus one.  Batched structures share one spec.
+    ``slack``, plus one, and at least those of ``at_least`` (:func:`grow` passes the overflowed spec, enlarged).
+    Batched structures share one spec.
 
     Raises:
       StructureError: the cell is too small for a cell list (a periodic plane spacing of at most two radii).
@@ -578,8 +590,11 @@ def with_cell_list(s: Structure, cutoff: float, skin: float | None = None, slack
         box = hb if any(s.pbc) else np.eye(3) * (np.ptp(Rb[mb], axis=0) + 2 * rc + 1.0)
         i = neighbour_list("i", positions=Rb[mb], cell=box, pbc=np.asarray(s.pbc), cutoff=rc)
         cap = max(cap, int(np.bincount(i, minlength=int(mb.sum())).max()) if len(i) else 1)
-    spec = CellListSpec(cutoff=rc, cells=cells, cell_capacity=int(np.ceil(cell_cap * slack)) + 1,
-                        capacity=int(np.ceil(cap * slack)) + 1, skin=skin)
+    cell_cap, cap = int(np.ceil(cell_cap * slack)) + 1, int(np.ceil(cap * slack)) + 1
+    if at_least is not None:
+        cell_cap, cap = max(cell_cap, at_least.cell_capacity), max(cap, at_least.capacity)
+    spec = CellListSpec(cutoff=rc, cells=cells, cell_capacity=min(cell_cap, s.n_atoms), capacity=min(cap, s.n_atoms),
+                        skin=skin)
     out = s.replace(neighbor_list=spec, neighbor_state=None)
     return out.replace(neighbor_state=_build_jit(out).neighbor_state)
 
@@ -587,6 +602,72 @@ def with_cell_list(s: Structure, cutoff: float, skin: float | None = None, slack
 @jax.jit
 def _build_jit(s: Structure) -> Structure:
     return update(s)
+
+
+#: Growth of both capacities each time :func:`rerun_on_overflow` answers an overflow.
+GROWTH = 1.5
+#: Reruns :func:`rerun_on_overflow` allows before it gives up (capacities up to GROWTH**4 ≈ 5× the first).
+MAX_REGROWTHS = 4
+
+
+class NeighborListOverflow(RuntimeWarning):
+    """A Verlet list overflowed inside a compiled loop; the host sized a larger list and ran the call again."""
+
+
+def grow(s: Structure, factor: float = GROWTH) -> Structure:
+    """``s`` with a larger cell list (host): capacities at least ``factor`` × the current ones, and at least what
+    :func:`with_cell_list` sizes for the current positions; same cutoff and skin, a fresh list.  A no-op on the
+    dense path."""
+    spec = s.neighbor_list
+    if not isinstance(spec, CellListSpec):
+        return s
+    bigger = dataclasses.replace(spec, cell_capacity=int(np.ceil(spec.cell_capacity * factor)),
+                                 capacity=int(np.ceil(spec.capacity * factor)))
+    return with_cell_list(s.replace(neighbor_list=None, neighbor_state=None), spec.cutoff - spec.skin, skin=spec.skin,
+                          at_least=bigger)
+
+
+def list_ok(state: NeighborState | None) -> jax.Array | bool:
+    """The overflow status of a (possibly batched) stored list: its ``ok`` flags, True on the dense path (None)."""
+    return True if state is None else state.ok
+
+
+def rerun_on_overflow(run: Any, s: Structure, what: str = "the call",
+                      max_tries: int = MAX_REGROWTHS) -> tuple[Any, Structure, int]:
+    """Run ``run(s) -> (result, ok)`` and, on the host, answer a neighbour-list overflow by rerunning it.
+
+    ``ok`` is a pytree of boolean arrays (usually :func:`list_ok` of the states the call's loops carried; one
+    entry per structure or run).  Inside ``jit`` (``s`` traced) or on the dense path this is one plain call and
+    the flags are the caller's to read.  On the host, while some flag is False, the list is enlarged
+    (:func:`grow`) and the whole call is run again from ``s``, so a capacity never shows as an unexplained NaN;
+    each rerun emits a :class:`NeighborListOverflow` warning.
+
+    Returns:
+      (result, the structure the result was computed from, the number of reruns).
+
+    Raises:
+      RuntimeError: still overflowing after ``max_tries`` enlargements.
+    """
+    result, ok = run(s)
+    if not isinstance(s.neighbor_list, CellListSpec) or not (is_concrete(s.positions) and is_concrete(s.cell)):
+        return result, s, 0
+    for k in range(max_tries + 1):
+        flags = [np.asarray(x).ravel() for x in jax.tree.leaves(ok)]
+        bad = int(sum(int((~f).sum()) for f in flags))
+        if bad == 0:
+            return result, s, k
+        if k == max_tries:
+            break
+        old = s.neighbor_list
+        s = grow(s)
+        new = s.neighbor_list
+        warnings.warn(NeighborListOverflow(
+            f"{what}: the neighbour list overflowed in {bad} of {sum(f.size for f in flags)} runs (neighbour "
+            f"capacity {old.capacity}, cell capacity {old.cell_capacity}); rerunning with {new.capacity} and "
+            f"{new.cell_capacity}"), stacklevel=2)
+        result, ok = run(s)
+    raise RuntimeError(f"{what}: the neighbour list still overflows after {max_tries} enlargements "
+                       f"(capacity {s.neighbor_list.capacity}, cell capacity {s.neighbor_list.cell_capacity})")
 
 
 def auto_neighbors(s: Structure, cutoff: float, min_atoms: int | None = None) -> Structure:

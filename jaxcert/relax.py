@@ -12,9 +12,26 @@ own honest ``converged`` flag and step count):
 * :func:`fire` — FIRE (Bitzek et al., PRL 97, 170201 (2006)) with ASE's
   defaults (dt 0.1, dtmax 1.0, Nmin 5, finc 1.1, fdec 0.5, α 0.1, fα 0.99,
   maxstep 0.2 Å); O(N) memory, for larger cells and the attack pipeline.
+* :func:`lbfgs` — ASE's ``LBFGS`` without line search (memory 100, initial
+  inverse Hessian 1/α with α = 70 eV/Å², damping 1, longest atomic step capped
+  at 0.2 Å): O(memory·N) memory, for large N where BFGS's dense 3N × 3N Hessian
+  does not fit.  The two-loop recursion is optax's ``scale_by_lbfgs`` run on the
+  scaled coordinates x = √α·R, where its unit initial inverse Hessian is ASE's 1/α
+  in R (the recursion is otherwise the same), so the steps are ASE's.
+  :func:`bfgs` hands over to it above :data:`BFGS_MAX_ATOMS` atom slots
+  (docs/architecture.md §2.3).
 
 Convergence: max_i ‖F_i‖ < ``fmax`` (eV/Å), tested before each step as in ASE.
-Padding atoms have zero force and never move.
+Padding atoms have zero force and never move.  Every optimiser calls the
+model's forces only (no energy), so direct-force models relax too.
+
+Neighbour lists: each loop carries the structure's Verlet list in its state and
+refreshes it once per step (:func:`jaxcert.neighbors.update`).  Called on the host
+(a concrete structure, not under ``jit``/``vmap``), a relaxation whose list
+overflowed is run again with a larger list (:func:`jaxcert.neighbors.rerun_on_overflow`,
+with a :class:`~jaxcert.neighbors.NeighborListOverflow` warning); inside a
+transformation the overflow shows as ``converged`` False, NaN ``fmax`` and
+``structure.neighbor_state.ok`` False, for the caller to answer.
 
 :func:`relax_cell` relaxes positions and cell together: FIRE (ASE's defaults) on
 the degrees of freedom of ASE's ``FrechetCellFilter`` (positions in the starting
@@ -24,10 +41,12 @@ cell force); see its docstring.
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import optax
 
 from jaxcert import linalg, neighbors
 from jaxcert.geometry import det3, inv3, is_concrete
@@ -35,7 +54,11 @@ from jaxcert.model import Model, strain
 from jaxcert.neighbors import with_images
 from jaxcert.structure import Structure
 
-__all__ = ["RelaxResult", "CellRelaxResult", "bfgs", "fire", "relax_cell"]
+__all__ = ["RelaxResult", "CellRelaxResult", "bfgs", "fire", "lbfgs", "relax_cell", "BFGS_MAX_ATOMS"]
+
+#: Atom slots above which :func:`bfgs` runs :func:`lbfgs` instead: the dense Hessian is 9N² numbers (75 MB in
+#: float64 at 1,024 atoms, 4.8 GB at 8,192) and each step diagonalises it (O(N³)).
+BFGS_MAX_ATOMS = 1024
 
 
 class RelaxResult(NamedTuple):
@@ -59,15 +82,39 @@ def bfgs(
     maxstep: float = 0.2,
     alpha: float = 70.0,
 ) -> RelaxResult:
-    """ASE-BFGS relaxation of positions (eV/Å, Å); see the module docstring."""
-    s = model.prepare(s)
+    """ASE-BFGS relaxation of positions (eV/Å, Å); see the module docstring.
+
+    Above :data:`BFGS_MAX_ATOMS` atom slots this is :func:`lbfgs` with the same ``fmax``, ``max_steps``,
+    ``maxstep`` and ``alpha`` (ASE's LBFGS memory of 100 steps): the dense Hessian would not fit.
+    """
+    if s.n_atoms > BFGS_MAX_ATOMS:
+        return lbfgs(model, s, fmax=fmax, max_steps=max_steps, maxstep=maxstep, alpha=alpha)
+    return _on_host(model, s, "bfgs", lambda t: _bfgs(model, t, fmax, max_steps, maxstep, alpha))
+
+
+def _forces_fn(model: Model, s: Structure):
+    """(R, list) ↦ (forces eV/Å, the list refreshed at R): the one force call of every relaxation loop."""
     params = model.params
-    dt = s.positions.dtype
-    n3 = 3 * s.n_atoms
 
     def forces(R, nbrs):
         t = neighbors.update(s.replace(positions=R, neighbor_state=nbrs))  # Verlet list: rebuilt when stale
         return model.forces_of(params, t), t.neighbor_state
+
+    return forces
+
+
+def _on_host(model: Model, s: Structure, what: str, run) -> RelaxResult:
+    """``run(prepared s)``, rerun with a larger neighbour list if it overflowed (host only; see the module doc)."""
+    s = model.prepare(s)
+    res, _, _ = neighbors.rerun_on_overflow(lambda t: (r := run(t), neighbors.list_ok(r.structure.neighbor_state)),
+                                            s, what)
+    return res
+
+
+def _bfgs(model: Model, s: Structure, fmax: float, max_steps: int, maxstep: float, alpha: float) -> RelaxResult:
+    dt = s.positions.dtype
+    n3 = 3 * s.n_atoms
+    forces = _forces_fn(model, s)
 
     def cond(c):
         R, F, H, r0, f0, k, _ = c
@@ -115,12 +162,13 @@ def fire(
     f_a: float = 0.99,
 ) -> RelaxResult:
     """FIRE relaxation of positions with ASE's defaults (unit masses, ASE time units)."""
-    s = model.prepare(s)
-    params = model.params
+    return _on_host(model, s, "fire", lambda t: _fire(model, t, fmax, max_steps, dt_start, dt_max, maxstep, n_min,
+                                                      f_inc, f_dec, a_start, f_a))
 
-    def forces(R, nbrs):
-        t = neighbors.update(s.replace(positions=R, neighbor_state=nbrs))  # Verlet list: rebuilt when stale
-        return model.forces_of(params, t), t.neighbor_state
+
+def _fire(model: Model, s: Structure, fmax, max_steps, dt_start, dt_max, maxstep, n_min, f_inc, f_dec, a_start,
+          f_a) -> RelaxResult:
+    forces = _forces_fn(model, s)
 
     def cond(c):
         R, v, F, dt, a, n_pos, k, _ = c
@@ -154,6 +202,55 @@ def fire(
     init = (s.positions, jnp.zeros_like(s.positions), F0, jnp.asarray(dt_start, dt0), jnp.asarray(a_start, dt0),
             jnp.asarray(0), jnp.asarray(0), nbrs0)
     R, _, F, _, _, _, k, nbrs = jax.lax.while_loop(cond, body, init)
+    fm = _fmax(F)
+    return RelaxResult(s.replace(positions=R, neighbor_state=nbrs), fm, k, fm < fmax)
+
+
+def lbfgs(
+    model: Model,
+    s: Structure,
+    fmax: float = 1e-3,
+    max_steps: int = 300,
+    maxstep: float = 0.2,
+    memory: int = 100,
+    alpha: float = 70.0,
+    damping: float = 1.0,
+) -> RelaxResult:
+    r"""ASE-LBFGS relaxation of positions (eV/Å, Å), no line search; O(memory·N) memory.
+
+    Step k (ASE's ``LBFGS.step``): with s_i = R_{i+1} − R_i, y_i = F_i − F_{i+1} and ρ_i = 1/(y_i·s_i) over the
+    last ``memory`` steps, the two-loop recursion applies the L-BFGS inverse Hessian with initial value
+    H₀ = 1/``alpha`` to the gradient g = −F; the step is −H g, scaled so that no atom moves more than
+    ``maxstep``, times ``damping``.  The recursion is ``optax.scale_by_lbfgs`` (fixed initial scale) on
+    x = √α·R: there s, y and ρ become √α·s, y/√α and ρ, so its H₀ = 1 is 1/α in R and each step equals
+    ASE's (tests/test_relax.py compares them step for step).  Tested before each step: max_i ‖F_i‖ < ``fmax``.
+    """
+    return _on_host(model, s, "lbfgs", lambda t: _lbfgs(model, t, fmax, max_steps, maxstep, memory, alpha, damping))
+
+
+def _lbfgs(model: Model, s: Structure, fmax, max_steps, maxstep, memory, alpha, damping) -> RelaxResult:
+    forces = _forces_fn(model, s)
+    scale = math.sqrt(alpha)
+    # a memory beyond the step cap is never filled (ASE uses min(memory, iteration) pairs)
+    tx = optax.scale_by_lbfgs(memory_size=max(1, min(int(memory), int(max_steps))), scale_init_precond=False)
+
+    def cond(c):
+        R, F, st, k, _ = c
+        return (_fmax(F) >= fmax) & (k < max_steps)
+
+    def body(c):
+        R, F, st, k, nbrs = c
+        z, st = tx.update(-F / scale, st, scale * R)  # H g in x = √α R
+        step = -z / scale
+        longest = jnp.sqrt(jnp.max(jnp.sum(step * step, -1)))
+        step = step * jnp.minimum(1.0, maxstep / jnp.maximum(longest, 1e-300)) * damping
+        Rn = R + step
+        Fn, nbrs = forces(Rn, nbrs)
+        return Rn, Fn, st, k + 1, nbrs
+
+    F0, nbrs0 = forces(s.positions, s.neighbor_state)
+    init = (s.positions, F0, tx.init(scale * s.positions), jnp.asarray(0), nbrs0)
+    R, F, _, k, nbrs = jax.lax.while_loop(cond, body, init)
     fm = _fmax(F)
     return RelaxResult(s.replace(positions=R, neighbor_state=nbrs), fm, k, fm < fmax)
 

@@ -139,12 +139,14 @@ def test_strain_derivatives_agree():
     np.testing.assert_allclose(e.force_strain(model, listed), e.force_strain(model, dense), rtol=0, atol=1e-10)
 
 
-def test_relaxation_across_the_boundary():
-    """FIRE moves atoms through the periodic boundary: the listed path follows the dense one."""
+@pytest.mark.parametrize("optimizer", ["fire", "lbfgs"])
+def test_relaxation_across_the_boundary(optimizer):
+    """FIRE and L-BFGS move atoms through the periodic boundary: the listed path follows the dense one."""
     model = jaxcert.models.get("sw")
+    opt = getattr(jaxcert.relax, optimizer)
     dense, listed = _both(model, _si(2, seed=5))
-    rd = jaxcert.relax.fire(model, dense, fmax=1e-2, max_steps=400)
-    rl = jaxcert.relax.fire(model, listed, fmax=1e-2, max_steps=400)
+    rd = opt(model, dense, fmax=1e-2, max_steps=400)
+    rl = opt(model, listed, fmax=1e-2, max_steps=400)
     f0 = np.asarray(dense.positions) @ np.linalg.inv(np.asarray(dense.cell))
     f1 = np.asarray(rd.structure.positions) @ np.linalg.inv(np.asarray(dense.cell))
     assert (np.floor(f0) != np.floor(f1)).any()  # some atom crossed a cell face

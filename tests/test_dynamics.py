@@ -177,7 +177,7 @@ def test_langevin_step_matches_ase(com):
                  rng=_FedRng(noise)).run(n_steps)
 
     force_fn = dyn._forces_fn(model, s)
-    raw = force_fn(s.positions)
+    raw, _ = force_fn(s.positions, s.neighbor_state)
     F = dyn._fixcom_forces(s, raw) if com == "fixcom" else raw
     st = dyn._LState(s.positions, v0, F, raw)
     step = jax.jit(lambda st, k: dyn.langevin_step(s, force_fn, cfg, st, k))

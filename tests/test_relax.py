@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 from ase.calculators.lj import LennardJones
 from ase.cluster import Icosahedron
-from ase.optimize import BFGS, FIRE
+from ase.optimize import BFGS, FIRE, LBFGS
 
 import jaxcert
-from jaxcert.relax import bfgs, fire
+from jaxcert.relax import bfgs, fire, lbfgs
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,8 @@ def setup():
     return at, m, calc
 
 
-@pytest.mark.parametrize("name, ours, theirs", [("bfgs", bfgs, BFGS), ("fire", fire, FIRE)])
+@pytest.mark.parametrize("name, ours, theirs", [("bfgs", bfgs, BFGS), ("fire", fire, FIRE),
+                                                 ("lbfgs", lbfgs, LBFGS)])
 def test_matches_ase_optimizer_step_for_step(setup, name, ours, theirs):
     at, m, calc = setup
     s = jaxcert.Structure.from_ase(at)
@@ -52,3 +53,48 @@ def test_vmapped_relaxation_reports_per_structure(setup):
         assert int(r.steps[k]) == int(one.steps)
         assert bool(r.converged[k])
     assert np.all(np.asarray(r.structure.positions[1, 7:]) == np.asarray(batch.positions[1, 7:]))  # padding fixed
+
+
+def _si_cell(seed, rattle=0.05):
+    from ase.build import bulk
+    at = bulk("Si", "diamond", a=5.431, cubic=True).repeat(2)
+    at.set_cell(at.cell.array @ np.array([[1.0, 0.04, 0.0], [0.0, 1.0, 0.03], [0.0, 0.0, 1.0]]), scale_atoms=True)
+    at.positions += np.random.default_rng(seed).normal(0.0, rattle, at.positions.shape)
+    return jaxcert.Structure.from_ase(at)
+
+
+def test_lbfgs_bfgs_and_fire_reach_the_same_minimum():
+    """64-atom SW Si (skewed, rattled), float64: the three optimisers end at one minimum (to 1e-6 Å)."""
+    m = jaxcert.models.get("sw")
+    s = _si_cell(11)
+    runs = {name: opt(m, s, fmax=1e-7, max_steps=3000) for name, opt in
+            (("lbfgs", lbfgs), ("bfgs", bfgs), ("fire", fire))}
+    for name, r in runs.items():
+        assert bool(r.converged), (name, float(r.fmax), int(r.steps))
+    ref = np.asarray(runs["bfgs"].structure.positions)
+    assert np.abs(ref - np.asarray(s.positions)).max() > 1e-2  # it moved
+    for name in ("lbfgs", "fire"):
+        np.testing.assert_allclose(np.asarray(runs[name].structure.positions), ref, rtol=0, atol=1e-6, err_msg=name)
+
+
+def test_vmapped_lbfgs_reports_a_member_that_did_not_converge(setup):
+    """Under vmap each member keeps its own step count; the one stopped by the step cap says so."""
+    at, m, _ = setup
+    a = jaxcert.Structure.from_ase(at)
+    b = a.replace(positions=a.positions + 0.15 * np.random.default_rng(2).normal(size=a.positions.shape))
+    ka, kb = (int(lbfgs(m, x, fmax=1e-4, max_steps=300).steps) for x in (a, b))
+    assert ka != kb
+    cap = (ka + kb) // 2
+    r = jax.jit(jax.vmap(lambda s: lbfgs(m, s, fmax=1e-4, max_steps=cap)))(m.prepare(jaxcert.stack([a, b])))
+    fast = 0 if ka < kb else 1
+    assert bool(r.converged[fast]) and int(r.steps[fast]) == min(ka, kb) and float(r.fmax[fast]) < 1e-4
+    assert not bool(r.converged[1 - fast]) and int(r.steps[1 - fast]) == cap and float(r.fmax[1 - fast]) >= 1e-4
+
+
+def test_bfgs_hands_over_to_lbfgs_above_the_size_limit(setup, monkeypatch):
+    at, m, _ = setup
+    s = jaxcert.Structure.from_ase(at)
+    monkeypatch.setattr(jaxcert.relax, "BFGS_MAX_ATOMS", s.n_atoms - 1)
+    r, ref = bfgs(m, s, fmax=1e-3), lbfgs(m, s, fmax=1e-3)
+    assert int(r.steps) == int(ref.steps)
+    np.testing.assert_array_equal(np.asarray(r.structure.positions), np.asarray(ref.structure.positions))

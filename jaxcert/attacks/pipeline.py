@@ -17,8 +17,17 @@ step limit, docs/attacks.md §2).
 
 Reference optimiser: the study uses ASE LBFGS; jaxcert's pipeline defaults to
 FIRE (ASE defaults, :func:`jaxcert.relax.fire`) because it is O(N) and vmaps
-cheaply; ``optimizer="bfgs"`` selects the ASE-BFGS port.  Step counts therefore
-differ from the reference's LBFGS counts.
+cheaply; ``optimizer="lbfgs"`` selects the port of ASE's LBFGS (the study's steps,
+:func:`jaxcert.relax.lbfgs`) and ``optimizer="bfgs"`` the ASE-BFGS port (L-BFGS
+above :data:`jaxcert.relax.BFGS_MAX_ATOMS` atoms).  With FIRE, step counts differ
+from the reference's LBFGS counts.
+
+Neighbour lists (large cells): every relaxation and attack loop carries the
+structure's Verlet list; the host drivers (:func:`run_grid`, :func:`relax_batch`,
+:func:`relax_attack_relax`) read each run's overflow flag and, if a list
+overflowed, enlarge it and run the whole call again
+(:func:`jaxcert.neighbors.rerun_on_overflow`; a warning, and
+``GridResult.neighbor_regrowths``).
 
 Randomness: the PGD start of seed k uses ``PRNGKey(k)``; by default the same key
 serves every structure, attack and ε, so the random pattern in units of ε is shared
@@ -38,15 +47,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert import inputs
+from jaxcert import inputs, neighbors
 from jaxcert.attacks import losses as _losses
 from jaxcert.attacks.attacks import SIGN_START, sign_attack
 from jaxcert.attacks.attacks import run as _run_attack
 from jaxcert.model import Model
-from jaxcert.relax import RelaxResult, bfgs, fire
+from jaxcert.relax import RelaxResult, bfgs, fire, lbfgs
 from jaxcert.structure import Structure, stack
 
-__all__ = ["AttackSpec", "PipelineConfig", "Stage", "RunResult", "GridResult", "ATTACKS",
+#: The relaxers of the pipeline, by ``PipelineConfig.optimizer`` name (each ``f(model, s, fmax=, max_steps=)``).
+RELAXERS = {"fire": fire, "lbfgs": lbfgs, "bfgs": bfgs}
+OPTIMIZERS = tuple(RELAXERS)
+
+__all__ = ["AttackSpec", "PipelineConfig", "Stage", "RunResult", "GridResult", "ATTACKS", "RELAXERS", "OPTIMIZERS",
            "attack_relax", "relax_attack_relax", "run_grid", "relax_batch", "check_attackable"]
 
 
@@ -129,7 +142,7 @@ class PipelineConfig:
     Attributes:
       fmax: convergence threshold max_i ‖F_i‖ < fmax in eV/Å (docs/attacks.md §2: 0.01).
       max_steps: relaxation step limit (300, the seed's value; the LiCOHPF config used 600).
-      optimizer: ``"fire"`` (default) or ``"bfgs"``.
+      optimizer: ``"fire"`` (default), ``"lbfgs"`` or ``"bfgs"`` (:mod:`jaxcert.relax`).
       loss: objective name, ``"energy"`` (the reference) or ``"force_norm"``.
       relative: ε is a fraction of the minimum lattice-vector length.
       distinct_keys: fold structure/attack/ε indices into the PGD key.
@@ -150,7 +163,7 @@ class PipelineConfig:
         # checked and normalised (fmax a float, max_steps an int) so that equal settings hash equally
         object.__setattr__(self, "fmax", inputs.positive("PipelineConfig.fmax", self.fmax, "eV/Å"))
         object.__setattr__(self, "max_steps", inputs.integer("PipelineConfig.max_steps", self.max_steps, minimum=1))
-        inputs.choice("PipelineConfig.optimizer", self.optimizer, ("fire", "bfgs"))
+        inputs.choice("PipelineConfig.optimizer", self.optimizer, OPTIMIZERS)
         inputs.choice("PipelineConfig.loss", self.loss, tuple(sorted(_losses._SINGLE)))
         for name in ("relative", "distinct_keys"):
             v = getattr(self, name)
@@ -197,6 +210,8 @@ class GridResult(NamedTuple):
       runs: RunResult with leading axes (S, A, E, K) = structures × attacks × ε × seeds.
       attacks, epsilons, seeds, config: the grid (host values; ``epsilons`` as requested, float64, while the
         runs used them cast to the structures' dtype, see ``runs.epsilon``).
+      neighbor_regrowths: how many times a neighbour list overflowed and the grid was run again with a larger
+        one (0 on the dense path; docs/architecture.md §2.3).
     """
 
     reference: Stage
@@ -208,11 +223,11 @@ class GridResult(NamedTuple):
     epsilons: np.ndarray
     seeds: np.ndarray
     config: PipelineConfig
+    neighbor_regrowths: int = 0
 
 
 def _relax(model: Model, s: Structure, cfg: PipelineConfig) -> RelaxResult:
-    opt = fire if cfg.optimizer == "fire" else bfgs
-    return opt(model, s, fmax=cfg.fmax, max_steps=cfg.max_steps)
+    return RELAXERS[cfg.optimizer](model, s, fmax=cfg.fmax, max_steps=cfg.max_steps)
 
 
 def _stage(model: Model, s: Structure) -> Stage:
@@ -284,7 +299,17 @@ def relax_attack_relax(model: Model, s: Structure, spec: AttackSpec, eps: float,
     eps_h, seed_h = _check_grid_args([eps], [seed])
     check_attackable("structure", s)
     s = model.prepare(s)
-    return _one_run(model, s, spec, jnp.asarray(eps_h[0], s.dtype), jnp.asarray(int(seed_h[0]), jnp.uint32), config)
+
+    def run(t):
+        out = _one_run(model, t, spec, jnp.asarray(eps_h[0], t.dtype), jnp.asarray(int(seed_h[0]), jnp.uint32), config)
+        return out, _list_ok(out[0].structure, out[2].final.structure)
+
+    return neighbors.rerun_on_overflow(run, s, "relax_attack_relax")[0]
+
+
+def _list_ok(*structures: Structure) -> list:
+    """The overflow flags (sticky ``ok``) of the lists the structures' loops carried."""
+    return [neighbors.list_ok(x.neighbor_state) for x in structures]
 
 
 @partial(jax.jit, static_argnames=("spec", "cfg"))
@@ -303,8 +328,13 @@ def _relax_batch(model, s, cfg):
 
 
 def relax_batch(model: Model, s: Structure, config: PipelineConfig = PipelineConfig()) -> tuple[RelaxResult, Stage]:
-    """Relax a batched (stacked, prepared) structure: one vmapped program."""
-    return _relax_batch(model, s, config)
+    """Relax a batched (stacked, prepared) structure: one vmapped program (rerun with a larger neighbour list
+    if one overflowed)."""
+    def run(t):
+        out = _relax_batch(model, t, config)
+        return out, _list_ok(out[0].structure)
+
+    return neighbors.rerun_on_overflow(run, s, "relax_batch")[0]
 
 
 @partial(jax.jit, static_argnames=("cfg", "max_n"))
@@ -360,9 +390,15 @@ def run_grid(model: Model, structures: Structure | Sequence[Structure], epsilons
     s = model.prepare(s)
     dt = s.dtype
     eps = jnp.asarray(eps_host, dt)
-    ref, ref_stage = relax_batch(model, s, config)
     n, ratio, rs, proj, sign = _spec_arrays(attacks)
-    runs = _grid(model, ref.structure, eps, jnp.asarray(seeds_np, jnp.uint32), jnp.asarray(n),
-                 jnp.asarray(ratio, dt), jnp.asarray(rs), jnp.asarray(proj), jnp.asarray(sign, dt), config,
-                 int(n.max()))
-    return GridResult(ref_stage, ref.steps, ref.converged, ref.fmax, runs, attacks, eps_host, seeds_np, config)
+
+    def run(t):
+        ref, ref_stage = _relax_batch(model, t, config)
+        runs = _grid(model, ref.structure, eps, jnp.asarray(seeds_np, jnp.uint32), jnp.asarray(n),
+                     jnp.asarray(ratio, dt), jnp.asarray(rs), jnp.asarray(proj), jnp.asarray(sign, dt), config,
+                     int(n.max()))
+        return (ref, ref_stage, runs), _list_ok(ref.structure, runs.final.structure)
+
+    (ref, ref_stage, runs), _, regrown = neighbors.rerun_on_overflow(run, s, "run_grid")
+    return GridResult(ref_stage, ref.steps, ref.converged, ref.fmax, runs, attacks, eps_host, seeds_np, config,
+                      regrown)

@@ -42,6 +42,8 @@ class AttackReport:
       dtype: "float64" or "float32".
       wall_s: wall time of the grid (compile included), s.
       first_relaxation: steps and convergence of each reference relaxation.
+      neighbor_regrowths: times a neighbour list overflowed and the grid was rerun with a larger one (JSON key
+        ``neighbor_regrowths``; docs/architecture.md §2.3).
     """
 
     model: str
@@ -51,6 +53,7 @@ class AttackReport:
     dtype: str = "float64"
     wall_s: float = float("nan")
     first_relaxation: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    neighbor_regrowths: int = 0
 
     @classmethod
     def from_grid(cls, grid: GridResult, model_name: str, *, structure: dict[str, Any] | None = None,
@@ -63,7 +66,8 @@ class AttackReport:
                   "fmax": float(np.asarray(grid.ref_fmax)[i])} for i in range(n_s)]
         dtype = rows[0]["dtype"] if rows else "float64"
         return cls(model=model_name, rows=rows, config=vars(grid.config) | dict(extra_config or {}),
-                   structure=dict(structure or {}), dtype=dtype, wall_s=wall_s, first_relaxation=first)
+                   structure=dict(structure or {}), dtype=dtype, wall_s=wall_s, first_relaxation=first,
+                   neighbor_regrowths=int(grid.neighbor_regrowths))
 
     @property
     def warnings(self) -> list[str]:
@@ -76,7 +80,8 @@ class AttackReport:
             "schema": "jaxcert-attack/1", "model": self.model, "structure": self.structure.get("spec"),
             "formula": self.structure.get("formula"), "structure_info": self.structure, "dtype": self.dtype,
             "config": self.config, "warnings": self.warnings, "wall_s": self.wall_s, "machine": machine(),
-            "first_relaxation": self.first_relaxation, "runs": self.rows,
+            "first_relaxation": self.first_relaxation, "neighbor_regrowths": self.neighbor_regrowths,
+            "runs": self.rows,
         })
 
     def write_json(self, path: str) -> None:

@@ -20,7 +20,7 @@ import numpy as np
 
 from jaxcert import inputs
 from jaxcert.attacks import AttackSpec, PipelineConfig, crystals, plots, run_grid
-from jaxcert.attacks.pipeline import check_attackable
+from jaxcert.attacks.pipeline import OPTIMIZERS, check_attackable
 from jaxcert.attacks.report import AttackReport
 from jaxcert.attacks.sweep import Store, SweepProgress, sweep
 from jaxcert.cli._common import load_model, model_args, set_dtype
@@ -277,7 +277,7 @@ def _check_sweep(st: dict[str, Any], cfg: dict[str, Any], names: dict[str, str])
         raise InputError(f"{n['structures']}: got {st['structures']!r}; allowed: a non-empty list of structures")
     checks = {"fmax": lambda k, x: inputs.positive(k, x, "eV/Å"),
               "max_steps": lambda k, x: inputs.integer(k, x, minimum=1),
-              "optimizer": lambda k, x: inputs.choice(k, x, ("fire", "bfgs")),
+              "optimizer": lambda k, x: inputs.choice(k, x, OPTIMIZERS),
               "loss": lambda k, x: inputs.choice(k, x, ("energy", "force_norm")),
               "relative": _boolean, "distinct_keys": _boolean}
     for key, value in list(cfg.items()):
@@ -459,7 +459,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     at.add_argument("--loss", default="energy", choices=["energy", "force_norm"], help="objective ascended")
     at.add_argument("--fmax", default="0.01", help="relaxation threshold in eV/A, > 0 (default 0.01)")
     at.add_argument("--max-steps", default="300", help="relaxation step limit, an integer >= 1 (default 300)")
-    at.add_argument("--optimizer", default="fire", choices=["fire", "bfgs"])
+    at.add_argument("--optimizer", default="fire", choices=list(OPTIMIZERS))
     at.add_argument("--rattle", default="0", help="Gaussian rattle of the input in A, >= 0 (default 0)")
     at.add_argument("--rattle-seed", default="0", help="seed of --rattle, an integer in [0, 2^31-1] (default 0)")
     at.set_defaults(fn=cmd_attack)
@@ -488,7 +488,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "until every lattice vector is at least this long")
     sw.add_argument("--fmax", help="relaxation threshold in eV/A, > 0 (default 0.01)")
     sw.add_argument("--max-steps", help="relaxation step limit, an integer >= 1 (default 300)")
-    sw.add_argument("--optimizer", choices=["fire", "bfgs"], help="relaxation optimizer (default fire)")
+    sw.add_argument("--optimizer", choices=list(OPTIMIZERS), help="relaxation optimizer (default fire)")
     sw.add_argument("--db", help="SQLite file (created or resumed); per-atom arrays go to <db>.arrays/")
     sw.add_argument("--chunk", help="structures per vmapped program / dask task, an integer >= 1 (default 4)")
     sw.add_argument("--max-chunks", help="stop after this many chunks, an integer >= 1 (rerun to resume)")

@@ -171,7 +171,7 @@ def test_element_symbols_build_repeated_conventional_cells():
     ({"fmax": math.nan}, "PipelineConfig.fmax"), ({"fmax": 0.0}, "PipelineConfig.fmax"),
     ({"fmax": -1.0}, "PipelineConfig.fmax"), ({"fmax": math.inf}, "PipelineConfig.fmax"),
     ({"max_steps": 0}, "PipelineConfig.max_steps"), ({"max_steps": 2.5}, "PipelineConfig.max_steps"),
-    ({"optimizer": "lbfgs"}, "PipelineConfig.optimizer"), ({"loss": "forces"}, "PipelineConfig.loss"),
+    ({"optimizer": "adam"}, "PipelineConfig.optimizer"), ({"loss": "forces"}, "PipelineConfig.loss"),
     ({"relative": "yes"}, "PipelineConfig.relative"),
 ])
 def test_pipeline_config_refuses(kw, name):
