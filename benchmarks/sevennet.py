@@ -23,6 +23,7 @@ Results and their reading: docs/sevennet.md "Cost".
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pathlib
 import statistics
@@ -41,7 +42,7 @@ def structures(case: str, dtype) -> tuple[list, str]:
 
     from jaxcert import substrates
 
-    if case.startswith("c"):
+    if case.startswith("c") and case[1:].isdigit():
         count = int(case[1:])
         out = []
         for k in range(count):
@@ -49,6 +50,8 @@ def structures(case: str, dtype) -> tuple[list, str]:
             a.rattle(0.05, seed=k)
             out.append(a)
         return out, f"{count} x 13-atom clusters ({', '.join(ELEMENTS[:min(count, 10)])}), one vmapped call"
+    if case not in ("cell64", "cell512"):
+        raise SystemExit(f"--cases: unknown case {case!r}; known: {', '.join(CASES)} (cN: N clusters)")
     rep = {"cell64": 2, "cell512": 4}[case]
     a = bulk("Si", "diamond", a=5.43, cubic=True).repeat(rep)
     a.rattle(0.05, seed=1)
@@ -93,6 +96,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--skip-bridge", action="store_true", help="native only (no torch)")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the cases already in --out that this run does not redo (each row has its own loads)")
     ap.add_argument("--out", default=str(pathlib.Path(__file__).parent / "results" / "sevennet.json"))
     a = ap.parse_args()
     if a.dtype == "float64":
@@ -110,6 +115,9 @@ def main() -> None:
 
         bridge = jb.sevennet("7net-0", precision=a.dtype)
     rows: dict = {}
+    if a.keep and pathlib.Path(a.out).exists():
+        rows = {k: v for k, v in json.loads(pathlib.Path(a.out).read_text())["cases"].items()
+                if k not in a.cases.split(",")}
 
     def write(rows: dict, partial: bool) -> None:
         doc = {"schema": "jaxcert-bench-sevennet/1", "model": "SevenNet-0 (7net-0)", "dtype": a.dtype,
