@@ -31,14 +31,15 @@ def set_dtype(name: str) -> Any:
 
 
 def load_model(spec: str, defects: list[str] | None = None):
-    """Resolve ``--model``: a registered name, ``module:attr`` (a Model or a zero-argument
-    factory returning one), or a bridged model (``chgnet``, ``sevennet:7net-0``, ``ase:module:attr``,
+    """Resolve ``--model``: a registered name, a registry spec with arguments (``jax-sevennet:7net-0``,
+    ``jax-sevennet:7net-mf-0:PBE@float32``; :func:`jaxcert.models.from_spec`), ``module:attr`` (a Model or a
+    zero-argument factory returning one), or a bridged model (``chgnet``, ``sevennet:7net-0``, ``ase:module:attr``,
     options after ``@`` such as ``chgnet@float64,fd``; needs jaxcert-bridges); then apply
     ``--defect name=strength`` wrappers in order."""
 
     head = spec.split(":", 1)[0].split("@", 1)[0]
-    # bridged names first: "sevennet" is the torch bridge here; the native one is a registry entry reached
-    # from Python (jaxcert.models.get("sevennet", ...); issue 12 keeps the CLI name for the bridge)
+    # bridged names first: "sevennet" is the torch bridge here; the native one is "jax-sevennet:..." (a registry
+    # spec) or jaxcert.models.get("sevennet", ...) from Python (issue 12 keeps the CLI name for the bridge)
     if head in BRIDGED:
         try:
             bridges = importlib.import_module("jaxcert_bridges")
@@ -52,6 +53,11 @@ def load_model(spec: str, defects: list[str] | None = None):
         except inputs.InputError:
             raise
         except (ValueError, OSError, ImportError, AttributeError) as err:  # the spec or its file: the user's input
+            raise inputs.InputError(f"--model {spec!r}: {err}") from None
+    elif head in models.spec_heads():  # registry specs with arguments: jax-sevennet:7net-mf-0:PBE@float32
+        try:
+            model = models.from_spec(spec)
+        except (ValueError, ImportError) as err:  # bad spec, or a missing optional dependency / weights
             raise inputs.InputError(f"--model {spec!r}: {err}") from None
     elif spec in models.available():
         model = models.get(spec)
@@ -79,8 +85,8 @@ def load_model(spec: str, defects: list[str] | None = None):
 
 def model_args(q: argparse.ArgumentParser) -> None:
     """--model, --defect, --dtype, --json: shared by certify, lambda and attack."""
-    q.add_argument("--model", required=True, help="registered name (see `jaxcert models`), module:attr, "
-                   "or a bridged model (chgnet, sevennet:7net-0, ase:module:attr)")
+    q.add_argument("--model", required=True, help="registered name or spec (see `jaxcert models`; e.g. "
+                   "jax-sevennet:7net-0), module:attr, or a bridged model (chgnet, sevennet:7net-0, ase:module:attr)")
     q.add_argument("--defect", action="append", default=[], metavar="NAME=STRENGTH",
                    help="wrap the model in a defect (repeatable), e.g. curl=0.3")
     q.add_argument("--dtype", default="float64", help="float64 (default) or float32")

@@ -14,6 +14,9 @@ def cmd_models(a: argparse.Namespace) -> int:
 
     for name, desc in models.describe().items():
         print(f"{name:<10} {desc}")
+    print("\nmodel specs (--model HEAD:ARGS[@OPTIONS]):")
+    for head, desc in models.describe_specs().items():
+        print(f"{head:<13} {desc}")
     try:
 
         print("\ndefects (--defect name=strength):", ", ".join(sorted(defects.DEFECTS)))

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from jaxcert.model import Model
 
-__all__ = ["get", "available", "register", "describe"]
+__all__ = ["get", "available", "register", "describe", "from_spec", "spec_heads", "describe_specs"]
 
 # name -> ("module:factory", one-line description)
 _REGISTRY: dict[str, tuple[str, str]] = {
@@ -19,6 +19,15 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "eam": ("jaxcert.models.eam:sutton_chen", "Sutton-Chen EAM, 10 fcc metals + alloys (PML 61, 139 (1990))"),
     "sevennet": ("jaxcert.models.sevennet:sevennet",
                  "SevenNet-0 / -MF-0 / -l3i5 natively in JAX (e3nn-jax; weights converted, docs/sevennet.md)"),
+}
+
+
+# CLI spec heads, ``head:ARG[:ARG...][@OPTION,...]`` -> ("module:parser", one-line description); the parser
+# takes (args after the head, options after "@") and returns a Model, raising ValueError on a bad spec
+_SPECS: dict[str, tuple[str, str]] = {
+    "jax-sevennet": ("jaxcert.models.sevennet:from_spec",
+                     "jax-sevennet:CHECKPOINT[:MODAL][@float32|@float64]: native SevenNet (7net-0, 7net-mf-0:PBE, "
+                     "7net-mf-0:R2SCAN, 7net-l3i5, ...; docs/sevennet.md)"),
 }
 
 
@@ -50,3 +59,31 @@ def available() -> list[str]:
 def describe() -> dict[str, str]:
     """name -> one-line description."""
     return {k: v[1] for k, v in sorted(_REGISTRY.items())}
+
+
+def spec_heads() -> list[str]:
+    """Heads of the CLI model specs this registry resolves (``jax-sevennet``, ...)."""
+    return sorted(_SPECS)
+
+
+def describe_specs() -> dict[str, str]:
+    """head -> one-line description with the spec's form."""
+    return {k: v[1] for k, v in sorted(_SPECS.items())}
+
+
+def from_spec(spec: str) -> Model:
+    """A model from a CLI spec ``head:ARG[:ARG...][@OPTION,...]``, e.g. ``jax-sevennet:7net-mf-0:PBE@float64``.
+
+    Raises:
+      KeyError: the head is not a registered spec head.
+      ValueError: the arguments or options are not valid for that head (the message lists the valid ones).
+    """
+    body, _, opts = spec.partition("@")
+    head, _, args = body.partition(":")
+    if head not in _SPECS:
+        raise KeyError(f"unknown model spec head {head!r}; spec heads: {', '.join(spec_heads())}")
+    mod, attr = _SPECS[head][0].split(":")
+    options = [o.strip() for o in opts.split(",") if o.strip()] if opts else []
+    if "@" in spec and not options:
+        raise ValueError(f"empty option list after '@' in {spec!r}")
+    return getattr(importlib.import_module(mod), attr)(args, options)

@@ -61,7 +61,7 @@ from jaxcert.model import Model
 from jaxcert.neighbors import pairs
 from jaxcert.structure import Structure
 
-__all__ = ["sevennet", "load_converted", "converted_path", "weights_dir", "SevenNetUnavailable",
+__all__ = ["sevennet", "from_spec", "load_converted", "converted_path", "weights_dir", "SevenNetUnavailable",
            "DEFAULT_CAPACITY", "SHIPPED"]
 
 #: Checkpoints shipped inside the sevenn wheel (converted on first use).
@@ -412,7 +412,8 @@ def _gate(op: dict[str, Any], x: jax.Array) -> jax.Array:
 
 # ------------------------------------------------------------------------------------------- factory
 def sevennet(checkpoint: str = "7net-0", modal: str | None = None, path: str | None = None,
-             capacity: int | None = DEFAULT_CAPACITY, _flip_edges: bool = False) -> Model:
+             capacity: int | None = DEFAULT_CAPACITY, precision: str | None = None,
+             _flip_edges: bool = False) -> Model:
     """SevenNet as a native JAX :class:`jaxcert.Model` (``docs/sevennet.md``).
 
     Args:
@@ -421,11 +422,19 @@ def sevennet(checkpoint: str = "7net-0", modal: str | None = None, path: str | N
       path: a converted ``.npz`` to load instead of the cache (``jaxcert_bridges.convert``).
       capacity: neighbour slots per atom within the cutoff (static shape; overflow gives NaN); ``None``
         keeps every candidate slot of :func:`jaxcert.neighbors.pairs`.
+      precision: "float32" or "float64" to evaluate the network in that precision whatever the dtype of
+        the structure (inputs cast in, the energy cast back, so derivatives flow through the casts), or
+        ``None`` (default) to follow the structure's dtype.  "float64" needs JAX's x64 mode.
 
     Raises:
+      ValueError: an unknown ``modal``/``precision``, or "float64" without x64.
       SevenNetUnavailable: e3nn-jax is missing, or the weights are not converted and sevenn/torch are
         not installed to convert them (the message says what to install).
     """
+    if precision not in (None, "float32", "float64"):
+        raise ValueError(f"precision must be 'float32', 'float64' or None, got {precision!r}")
+    if precision == "float64" and not jax.config.read("jax_enable_x64"):
+        raise ValueError("precision float64 needs JAX's x64 mode (the CLI enables it with --dtype float64)")
     if importlib.util.find_spec("e3nn_jax") is None:
         raise SevenNetUnavailable('the native SevenNet needs e3nn-jax: pip install "jaxcert[e3nn]" '
                                   '(or pip install "e3nn-jax>=0.20")')
@@ -451,13 +460,44 @@ def sevennet(checkpoint: str = "7net-0", modal: str | None = None, path: str | N
     params = {k: jnp.asarray(v) for k, v in arrays.items()}
 
     def energy_fn(prm: dict[str, jax.Array], s: Structure) -> jax.Array:
-        return _energy(config, prm, s, modal_idx=modal_idx, capacity=capacity, type_table=table, flip=_flip_edges)
+        out = s.positions.dtype
+        if precision is not None:
+            s = s.replace(positions=s.positions.astype(precision), cell=s.cell.astype(precision))
+        E = _energy(config, prm, s, modal_idx=modal_idx, capacity=capacity, type_table=table, flip=_flip_edges)
+        return E.astype(out)
 
     src = config.get("source", {})
     info = (("architecture", "SevenNet (NequIP-style, e3nn-jax); docs/sevennet.md"),
             ("checkpoint", str(config["checkpoint"])), ("modal", str(modal)),
             ("source", f"{src.get('package')} {src.get('checkpoint_file')} sha256 {src.get('checkpoint_sha256')}"),
-            ("weights", path), ("capacity", str(capacity)), ("parameters", str(config.get("n_parameters"))))
-    name = f"jax-sevennet-{checkpoint}" + (f"-{modal}" if modal else "")
+            ("weights", path), ("capacity", str(capacity)), ("precision", str(precision or "structure dtype")),
+            ("parameters", str(config.get("n_parameters"))))
+    name = f"jax-sevennet-{checkpoint}" + (f"-{modal}" if modal else "") + (f"@{precision}" if precision else "")
     return Model(energy_fn, params=params, name=name, cutoff=float(config["cutoff"]),
                  elements=tuple(sorted(type_map)), info=info)
+
+
+def from_spec(args: str, options: list[str]) -> Model:
+    """The CLI spec ``jax-sevennet:CHECKPOINT[:MODAL][@float32|@float64]`` (``jaxcert.models.from_spec``).
+
+    ``args`` is what follows ``jax-sevennet:`` ("7net-0", "7net-mf-0:PBE"; empty means "7net-0"),
+    ``options`` the comma-separated words after ``@``: "float32" or "float64" (the network's precision,
+    see :func:`sevennet`).  docs/sevennet.md "Command line".
+
+    Raises:
+      ValueError: an unknown checkpoint, modal or option (the message lists the valid ones).
+    """
+    checkpoint, _, modal = args.partition(":")
+    checkpoint = checkpoint or "7net-0"
+    if checkpoint not in SHIPPED:
+        raise ValueError(f"unknown SevenNet checkpoint {checkpoint!r}; shipped: {', '.join(SHIPPED)}")
+    if ":" in modal:
+        raise ValueError(f"too many ':' fields in jax-sevennet:{args}; expected CHECKPOINT[:MODAL]")
+    precision = None
+    for o in options:
+        if o not in ("float32", "float64"):
+            raise ValueError(f"unknown option {o!r} for jax-sevennet (float32, float64)")
+        if precision is not None and o != precision:
+            raise ValueError(f"conflicting options {precision!r} and {o!r}")
+        precision = o
+    return sevennet(checkpoint, modal=modal or None, precision=precision)

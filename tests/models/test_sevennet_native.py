@@ -94,3 +94,54 @@ def test_float32_and_float64_agree_to_float32_roundoff(model):
     e32 = float(model.energy(jaxcert.Structure.from_ase(a, dtype=jnp.float32)))
     e64, _ = _ef(model, model.prepare(jaxcert.Structure.from_ase(a, dtype=np.float64)))
     assert abs(e32 - float(e64)) < 5e-6 * len(a)
+
+
+# ------------------------------------------------------------------------------------------- CLI spec
+def test_spec_parsing_rejects_bad_specs_before_loading():
+    """``jax-sevennet:CHECKPOINT[:MODAL][@float32|@float64]``: bad checkpoints, fields and options are named."""
+    for spec, msg in (("jax-sevennet:7net-9", "unknown SevenNet checkpoint '7net-9'"),
+                      ("jax-sevennet:7net-0@float16", "unknown option 'float16'"),
+                      ("jax-sevennet:7net-0@float32,float64", "conflicting options"),
+                      ("jax-sevennet:7net-mf-0:PBE:x", "too many ':' fields"),
+                      ("jax-sevennet:7net-0@", "empty option list")):
+        with pytest.raises(ValueError, match=msg):
+            jaxcert.models.from_spec(spec)
+    with pytest.raises(KeyError, match="jax-sevennet"):
+        jaxcert.models.from_spec("jax-sevenet:7net-0")
+
+
+def test_cli_spec_exits_2_naming_the_argument(capsys):
+    from jaxcert.cli import main
+
+    assert main(["certify", "--model", "jax-sevennet:7net-0@float16", "--elements", "Si", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "--model 'jax-sevennet:7net-0@float16'" in err and "float16" in err
+    assert main(["models"]) == 0
+    assert "jax-sevennet:CHECKPOINT[:MODAL][@float32|@float64]" in capsys.readouterr().out
+
+
+def test_precision_option_evaluates_in_that_precision(model):
+    """``@float32`` on float64 structures gives the float32 network's energy (not the float64 one)."""
+    m32 = jaxcert.models.from_spec("jax-sevennet:7net-0@float32")
+    a = _cluster()
+    e_opt = float(m32.energy(jaxcert.Structure.from_ase(a, dtype=np.float64)))
+    e32 = float(model.energy(jaxcert.Structure.from_ase(a, dtype=np.float32)))
+    e64 = float(_ef(model, model.prepare(jaxcert.Structure.from_ase(a, dtype=np.float64)))[0])
+    assert abs(e_opt - e32) <= 1e-6 * abs(e32)
+    assert abs(e_opt - e64) > 0.0 and abs(e_opt - e64) < 5e-6 * len(a)
+    assert dict(jaxcert.models.from_spec("jax-sevennet:7net-0@float64").info)["precision"] == "float64"  # x64 on
+
+
+def test_cli_certifies_the_native_model(model, tmp_path):
+    """One small probe through ``--model jax-sevennet:7net-0``: the native model runs, no host callback."""
+    import json
+
+    from jaxcert.cli import main
+
+    j = tmp_path / "r.json"
+    assert main(["certify", "--model", "jax-sevennet:7net-0", "--elements", "Si", "--probes", "equivariance",
+                 "--dtype", "float32", "--json", str(j), "--quiet", "--no-fail-on-gate"]) == 0
+    d = json.loads(j.read_text())
+    assert d["model"]["name"] == "jax-sevennet-7net-0"
+    (p,) = d["probes"]
+    assert p["status"] == "ok" and np.isfinite(p["defect"]) and not p.get("host_evaluations")
