@@ -51,16 +51,21 @@ def _info(pot) -> dict[str, str]:
     return {k: str(v) for k, v in pot.info().items()}
 
 
-def chgnet(version: str = "0.3.0", precision: str | None = None, hvp: str = "exact", max_batch: int = 64):
+def chgnet(version: str = "0.3.0", precision: str | None = None, hvp: str = "exact", max_batch: int = 64,
+           skin: float = 0.5, isolated_atoms: str = "warn"):
     """CHGNet ("0.3.0" or "r2scan", shipped in the wheel; or a checkpoint path) with exact autograd derivatives.
 
     ``precision``: "float32", "float64" or None (follow the JAX dtype of each call).
     ``hvp``: "exact" (double backward) or "fd" (central differences of exact forces).
+    ``skin``: graph reuse between nearby geometries in Å (0: a fresh graph per evaluation; see
+    :mod:`jaxcert_bridges.chgnet_potential`).
+    ``isolated_atoms``: "warn" (evaluate atoms without neighbours within the cutoff, as CHGNet's ASE
+    calculator does, and record its warning in the report) or "error" (refuse, the converter's default).
     """
     from jaxcert_bridges.chgnet_potential import CHGNetPotential
     from jaxcert_bridges.torch_bridge import TorchBackend
 
-    pot = CHGNetPotential(version)
+    pot = CHGNetPotential(version, skin=skin, isolated_atoms=isolated_atoms)
     return model_from_backend(TorchBackend(pot, precision=precision, hvp=hvp, max_batch=max_batch),
                               info={**_info(pot), "hvp_path": hvp})
 

@@ -22,18 +22,29 @@ Evaluation counting: ``backend.counts`` tallies what JAX asked for (``energy``,
 beyond that: ``fd_gradient`` (displaced-geometry gradients of finite-difference
 H·t) and ``double_backward`` (torch passes of exact H·t).  Model forward
 evaluations = energy + gradient + fd_gradient (:meth:`Backend.evaluations`).
+
+Model notes: a backend that evaluates a geometry its package only warns about
+(CHGNet's "isolated atom(s)" message) calls :func:`note` with the geometry and
+the package's own text; ``backend.notes`` keeps text → geometries per element
+symbol, and :func:`jaxcert.certify` records the notes a probe caused in that
+probe's per-element details (``model_notes``, docs/architecture.md "Bridges").
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import contextvars
 import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["System", "Backend", "cell_gradient", "boxed", "fd_hvp_step"]
+__all__ = ["System", "Backend", "cell_gradient", "boxed", "fd_hvp_step", "note", "collecting_notes"]
+
+#: (geometry, text) pairs noted during the backend call in progress (see :func:`collecting_notes`)
+_NOTES: contextvars.ContextVar[list | None] = contextvars.ContextVar("jaxcert_bridge_notes", default=None)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -100,6 +111,34 @@ def boxed(s: System, margin: float) -> System:
     raise ValueError(f"pbc {pbc}: only fully periodic, non-periodic or slab (one open axis) input is supported")
 
 
+def note(system: System, text: str) -> None:
+    """Record ``text`` (a message the model's package printed or warned) for ``system``.
+
+    Kept by the backend whose call is in progress (:func:`collecting_notes`); a no-op outside one.
+    """
+    sink = _NOTES.get()
+    if sink is not None and text:
+        sink.append((system, str(text)))
+
+
+@contextlib.contextmanager
+def collecting_notes(backend: Backend):
+    """Collect the :func:`note` calls made inside the block into ``backend.notes`` (text → Counter of symbols)."""
+    sink: list = []
+    token = _NOTES.set(sink)
+    try:
+        yield
+    finally:
+        _NOTES.reset(token)
+        if sink:
+            from ase.data import chemical_symbols
+
+            for s, text in sink:
+                counter = backend.notes.setdefault(text, collections.Counter())
+                for z in sorted(set(np.asarray(s.numbers).tolist())):
+                    counter[chemical_symbols[int(z)]] += 1
+
+
 def fd_hvp_step(dtype: Any) -> float:
     """Central-difference step (Å) for H·t from gradients: docs/probes.md §1.5's rule for a first derivative."""
     from jaxcert.derivatives import fd_step
@@ -116,6 +155,8 @@ class Backend:
       elements: supported atomic numbers, or None for any.
       exact_hvp: True when :meth:`hvps` is exact (autograd), False for finite differences.
       counts: geometries evaluated per kind and host calls.
+      notes: messages of the model's package (:func:`note`): text → Counter of element symbols
+        (geometries containing that element for which the package gave that text).
     """
 
     name: str = "backend"
@@ -127,6 +168,7 @@ class Backend:
 
     def __init__(self) -> None:
         self.counts: collections.Counter = collections.Counter()
+        self.notes: dict[str, collections.Counter] = {}
 
     # ---------------------------------------------------------------- required
     def gradients(self, systems: Sequence[System], dtype: Any) -> tuple[np.ndarray, list, list]:
