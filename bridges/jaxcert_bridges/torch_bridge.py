@@ -15,9 +15,13 @@ A *torch potential* is any object with
 
 * gradients: one forward and one backward, ∂E/∂R and ∂E/∂h (exact);
 * H·t for T tangents per geometry: one forward, one backward with
-  ``create_graph=True``, then T double backwards of Σ_b g_b·t_b,k
-  (``retain_graph``) — exact second derivatives, the same numbers
-  ``torch.autograd.functional.hvp`` would give.
+  ``create_graph=True``, then the double backward of Σ_b g_b·t_b,k for all T
+  tangents at once (``is_grads_batched``: torch vmaps the backward over the
+  tangents) — exact second derivatives, the same numbers
+  ``torch.autograd.functional.hvp`` would give.  A model with an operation
+  torch cannot vmap falls back to one double backward per tangent.
+  ``counts["double_backward"]`` counts tangents, ``counts["double_backward_passes"]``
+  torch calls.
 
 ``from_torch(fn)`` also accepts a plain function ``fn(positions, cell, numbers,
 pbc) -> energy`` of one geometry.  ``hvp="fd"`` replaces double backward by
@@ -82,6 +86,7 @@ class TorchBackend(Backend):
         els = getattr(potential, "elements", None)
         self.elements = tuple(int(z) for z in els) if els is not None else None
         self.exact_hvp = hvp == "exact"
+        self._batched_ok = True  # torch can vmap the double backward over tangents (set False on first failure)
 
     def _leaves(self, systems: Sequence[System], dt: torch.dtype):
         for s in systems:
@@ -129,25 +134,42 @@ class TorchBackend(Backend):
             B, T = len(sub), max(tR[i].shape[0] for i in idx)
             hr = [np.zeros((T,) + tuple(R[b].shape)) for b in range(B)]
             hc = [np.zeros((T, 3, 3)) for b in range(B)]
-            for k in range(T):
-                dot = 0.0
-                for b, i in enumerate(idx):
-                    if k < tR[i].shape[0]:
-                        dot = dot + (g[b] * torch.as_tensor(tR[i][k], dtype=dt)).sum()
-                        dot = dot + (g[B + b] * torch.as_tensor(th[i][k], dtype=dt)).sum()
-                if not isinstance(dot, torch.Tensor) or not dot.requires_grad:
-                    continue  # zero tangents or a model linear in R: H·t = 0
-                self.counts["double_backward"] += 1
-                H = torch.autograd.grad(dot, R + h, retain_graph=True, allow_unused=True, materialize_grads=True)
+            # tangents (T, ...) per leaf, zero-padded where a geometry has fewer than T
+            tangents = [np.zeros((T,) + tuple(R[b].shape)) for b in range(B)] + [np.zeros((T, 3, 3)) for _ in range(B)]
+            for b, i in enumerate(idx):
+                tangents[b][: tR[i].shape[0]] = tR[i]
+                tangents[B + b][: th[i].shape[0]] = th[i]
+            live = [j for j in range(2 * B) if g[j].requires_grad and np.any(tangents[j])]
+            if live:  # else zero tangents or a model linear in (R, h): H·t = 0
+                H = self._double_backward([g[j] for j in live], R + h,
+                                          [torch.as_tensor(tangents[j], dtype=dt) for j in live], T)
                 for b in range(B):
-                    hr[b][k] = H[b].detach().double().numpy()
-                    hc[b][k] = H[B + b].detach().double().numpy()
+                    hr[b] = H[b].detach().double().numpy()
+                    hc[b] = H[B + b].detach().double().numpy()
             E.append(e.detach().double().numpy())
             gR += [x.detach().double().numpy() for x in g[:B]]
             gh += [x.detach().double().numpy() for x in g[B:]]
             HR += hr
             Hh += hc
         return (np.concatenate(E) if E else np.zeros(0)), gR, gh, HR, Hh
+
+    def _double_backward(self, outs, inputs, tangents, T: int):
+        """Σ_j ∂(outs_j · t_j,k)/∂inputs for k < T: one vmapped torch call, or T calls if vmap fails."""
+        self.counts["double_backward"] += T
+        if self._batched_ok:
+            try:
+                H = torch.autograd.grad(outs, inputs, grad_outputs=tangents, retain_graph=True, allow_unused=True,
+                                        materialize_grads=True, is_grads_batched=True)
+                self.counts["double_backward_passes"] += 1
+                return H
+            except RuntimeError:  # an op without a batching rule: one tangent at a time
+                self._batched_ok = False
+        rows = []
+        for k in range(T):
+            self.counts["double_backward_passes"] += 1
+            rows.append(torch.autograd.grad(outs, inputs, grad_outputs=[x[k] for x in tangents], retain_graph=True,
+                                            allow_unused=True, materialize_grads=True))
+        return [torch.stack([r[j] for r in rows]) for j in range(len(inputs))]
 
 
 def from_torch(potential: Any, precision: str | None = None, hvp: str = "exact", name: str | None = None,
