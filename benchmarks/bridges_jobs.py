@@ -22,6 +22,7 @@ peer has none.  Usage: ``python benchmarks/bridges_jobs.py [--jobs md,attack,lam
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 import warnings
@@ -52,14 +53,17 @@ def structures():
     return {"Si": si, "NaCl": nacl, "MoS2": mos2}
 
 
-def job_md() -> dict:
-    out = {}
+def job_md(n_steps: int = 1100) -> dict:
+    from jaxcert.probes import ConfigTemperatureConfig
+
+    out: dict = {"n_steps": n_steps}
+    cfg = {"config_temperature": ConfigTemperatureConfig(n_steps=n_steps)}
     for skin in (0.0, 0.5):
         model = jb.chgnet("0.3.0", skin=skin)
         pot = jb.backend_of(model).potential
         la = os.getloadavg()
         t0 = time.perf_counter()
-        rep = jaxcert.certify(model, "Si", probes="config_temperature", dtype=jnp.float32)
+        rep = jaxcert.certify(model, "Si", probes="config_temperature", dtype=jnp.float32, configs=cfg)
         wall = time.perf_counter() - t0
         p = rep.probe("config_temperature")
         out[f"skin_{skin}"] = {"wall_s": wall, "loadavg_before": la, "graph": dict(pot.graph_stats),
@@ -158,10 +162,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--jobs", default="md,attack,lambda")
     ap.add_argument("--out", default="benchmarks/results/bridges_jobs.json")
+    ap.add_argument("--md-steps", type=int, default=1100, help="trajectory steps of config_temperature (1100)")
+    ap.add_argument("--merge", action="store_true", help="keep the other jobs already in --out (each job "
+                    "records its own load average)")
     args = ap.parse_args()
     load0 = os.getloadavg()
     result: dict = {"schema": "jaxcert-bench-bridges-jobs/1", "model": "chgnet 0.3.0"}
-    jobs = {"md": job_md, "attack": job_attack, "lambda": job_lambda}
+    if args.merge and os.path.exists(args.out):
+        with open(args.out) as fh:
+            old = json.load(fh)
+        result.update({k: v for k, v in old.items() if k in ("md", "attack", "lambda")})
+    jobs = {"md": lambda: job_md(args.md_steps), "attack": job_attack, "lambda": job_lambda}
     for name in args.jobs.split(","):  # written after every job: a cut run keeps what finished
         result[name] = jobs[name]()
         finish(result, load0, args.out, "every wall time is inflated and the ratios are noisy")

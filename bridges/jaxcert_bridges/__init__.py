@@ -71,12 +71,16 @@ def chgnet(version: str = "0.3.0", precision: str | None = None, hvp: str = "exa
 
 
 def sevennet(model: str = "7net-0", modal: str | None = None, precision: str | None = None, hvp: str = "exact",
-             max_batch: int = 64):
-    """SevenNet ("7net-0", "7net-mf-0" with ``modal`` "PBE"/"R2SCAN", "7net-l3i5"; or a checkpoint path)."""
+             max_batch: int = 64, skin: float = 0.5):
+    """SevenNet ("7net-0", "7net-mf-0" with ``modal`` "PBE"/"R2SCAN", "7net-l3i5"; or a checkpoint path).
+
+    ``skin``: graph reuse between nearby geometries in Å (0: a fresh graph per evaluation; see
+    :mod:`jaxcert_bridges.sevennet_potential`).
+    """
     from jaxcert_bridges.sevennet_potential import SevenNetPotential
     from jaxcert_bridges.torch_bridge import TorchBackend
 
-    pot = SevenNetPotential(model, modal=modal)
+    pot = SevenNetPotential(model, modal=modal, skin=skin)
     return model_from_backend(TorchBackend(pot, precision=precision, hvp=hvp, max_batch=max_batch),
                               info={**_info(pot), "hvp_path": hvp})
 

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["System", "Backend", "cell_gradient", "boxed", "fd_hvp_step", "note", "collecting_notes"]
+__all__ = ["System", "Backend", "GraphCache", "cell_gradient", "boxed", "fd_hvp_step", "note", "collecting_notes"]
 
 #: (geometry, text) pairs noted during the backend call in progress (see :func:`collecting_notes`)
 _NOTES: contextvars.ContextVar[list | None] = contextvars.ContextVar("jaxcert_bridge_notes", default=None)
@@ -137,6 +137,56 @@ def collecting_notes(backend: Backend):
                 counter = backend.notes.setdefault(text, collections.Counter())
                 for z in sorted(set(np.asarray(s.numbers).tolist())):
                     counter[chemical_symbols[int(z)]] += 1
+
+
+class GraphCache:
+    """Neighbour topologies built with cutoff + ``skin``, reused while no atom moved more than skin/2.
+
+    Keyed by (atom count, numbers, pbc, periodic cell rows): a geometry with the same key whose atoms
+    are all within skin/2 (Å, Euclidean, no wrapping) of a stored build geometry gets that build's
+    payload (the most recent match; up to ``per_key`` builds per key, ``max_entries`` in all, least
+    recently used dropped).  Every pair within the cutoff now was within cutoff + skin at the build,
+    so a potential that zeroes (or drops) the pairs beyond its cutoff evaluates the same function
+    (docs/architecture.md §6.2).  ``stats`` counts ``built`` and ``reused``.
+    """
+
+    def __init__(self, skin: float, per_key: int = 8, max_entries: int = 512):
+        if not skin > 0:
+            raise ValueError(f"skin must be > 0 Å, got {skin!r}")
+        self.skin, self.per_key, self.max_entries = float(skin), int(per_key), int(max_entries)
+        self._store: collections.OrderedDict = collections.OrderedDict()
+        self.stats: collections.Counter = collections.Counter()
+
+    @staticmethod
+    def _key(s: System) -> tuple:
+        pbc = np.asarray(s.pbc, bool)
+        return (s.n_atoms, np.asarray(s.numbers).tobytes(), tuple(pbc.tolist()),
+                np.where(pbc[:, None], np.asarray(s.cell, np.float64), 0.0).tobytes())
+
+    def get(self, s: System) -> Any | None:
+        """The payload stored for a build geometry within skin/2 of ``s``, or None."""
+        entries = self._store.get(self._key(s))
+        if entries is None:
+            return None
+        R = np.asarray(s.positions, np.float64)
+        for k, (R0, payload) in enumerate(entries):
+            if np.max(np.linalg.norm(R - R0, axis=1), initial=0.0) <= 0.5 * self.skin:
+                entries.insert(0, entries.pop(k))
+                self._store.move_to_end(self._key(s))
+                self.stats["reused"] += 1
+                return payload
+        return None
+
+    def put(self, s: System, payload: Any) -> None:
+        """Store ``payload`` (built at cutoff + skin) for the geometry ``s``."""
+        self.stats["built"] += 1
+        key = self._key(s)
+        entries = self._store.setdefault(key, [])
+        self._store.move_to_end(key)
+        entries.insert(0, (np.array(s.positions, np.float64), payload))
+        del entries[self.per_key:]
+        while sum(len(v) for v in self._store.values()) > self.max_entries:
+            self._store.popitem(last=False)
 
 
 def fd_hvp_step(dtype: Any) -> float:

@@ -32,8 +32,9 @@ geometry, and the suite records a skip with CHGNet's reason.
 Graph reuse with a skin (``skin`` Å, default 0.5; 0 disables it): a
 trajectory (MD, relaxation) evaluates nearly the same geometry at every step.
 A graph is built with CHGNet's converter at cutoffs (6 + skin, 3 + skin) Å and
-kept, keyed by (numbers, pbc, periodic cell rows); a later geometry with the
-same key whose atoms all moved ≤ skin/2 from the build reuses its topology:
+kept (:class:`~jaxcert_bridges.backend.GraphCache`, keyed by numbers, pbc and
+periodic cell rows); a later geometry with the same key whose atoms all moved
+≤ skin/2 from the build reuses its topology:
 every pair now within a cutoff was within cutoff + skin then.  The energy is
 the same function: CHGNet's radial bases carry a polynomial envelope that is
 exactly zero at and beyond their cutoff (``torch.where``), every atom-graph
@@ -59,13 +60,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from jaxcert_bridges.backend import boxed, note
+from jaxcert_bridges.backend import GraphCache, boxed, note
 
 __all__ = ["CHGNetPotential"]
-
-#: graphs kept for reuse per (numbers, pbc, periodic cell) key, and in all
-_PER_KEY, _MAX_ENTRIES = 8, 512
-
 
 class CHGNetPotential:
     """CHGNet as a torch potential (``energies(systems, positions, cells, dtype)`` in eV).
@@ -101,7 +98,7 @@ class CHGNetPotential:
         self._skin_converter = CrystalGraphConverter(
             atom_graph_cutoff=self.cutoff + self.skin, bond_graph_cutoff=self.bond_cutoff + self.skin,
             algorithm=conv.algorithm, on_isolated_atoms="ignore") if self.skin > 0 else None
-        self._cache: collections.OrderedDict = collections.OrderedDict()
+        self._cache = GraphCache(self.skin) if self.skin > 0 else None
         self.graph_stats: collections.Counter = collections.Counter()
 
     @functools.lru_cache(maxsize=2)  # noqa: B019 - one float32 and one float64 copy per potential
@@ -134,28 +131,17 @@ class CHGNetPotential:
         return g, sb.cell
 
     def _template(self, s):
-        """A reusable graph for ``s``: (graph, box cell) with every pair within cutoff + skin, or None."""
-        key = (s.n_atoms, np.asarray(s.numbers).tobytes(), tuple(s.pbc),
-               np.where(np.asarray(s.pbc)[:, None], s.cell, 0.0).tobytes())
-        R = np.asarray(s.positions, np.float64)
-        entries = self._cache.get(key)
-        if entries is not None:
-            self._cache.move_to_end(key)
-            for k, (R0, g, box) in enumerate(entries):
-                if np.max(np.linalg.norm(R - R0, axis=1), initial=0.0) <= 0.5 * self.skin:
-                    entries.insert(0, entries.pop(k))
-                    self.graph_stats["reused"] += 1
-                    return g, box
+        """A reusable graph for ``s``: (graph, box cell) with every pair within cutoff + skin."""
+        got = self._cache.get(s)
+        if got is not None:
+            self.graph_stats["reused"] += 1
+            return got
         sb, struct = self._structure(s)
         g = self._skin_converter(struct)
         if g.atom_graph.dim() == 1:
             g.atom_graph = g.atom_graph.reshape(0, 2)
         self.graph_stats["built"] += 1
-        entries = self._cache.setdefault(key, [])
-        entries.insert(0, (R.copy(), g, sb.cell))
-        del entries[_PER_KEY:]
-        while sum(len(v) for v in self._cache.values()) > _MAX_ENTRIES:
-            self._cache.popitem(last=False)
+        self._cache.put(s, (g, sb.cell))
         return g, sb.cell
 
     def _skin_graph(self, s):

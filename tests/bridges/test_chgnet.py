@@ -95,33 +95,10 @@ def test_batched_call_equals_single(model):
 
 def test_graph_reuse_with_a_skin_is_exact():
     """A reused (skin) graph gives the fresh-graph energy and gradients to round-off (float64); past skin/2: rebuilt."""
-    from jaxcert_bridges.backend import System
     from jaxcert_bridges.chgnet_potential import CHGNetPotential
-    from jaxcert_bridges.torch_bridge import TorchBackend
 
-    skin = TorchBackend(CHGNetPotential("0.3.0", skin=0.5))
-    fresh = TorchBackend(CHGNetPotential("0.3.0", skin=0.0))
-    rng = np.random.default_rng(4)
-    a = U.si_cell()
-    cluster = jaxcert.substrates.cluster_atoms("Si")
-    cluster.rattle(0.2, seed=2)  # distances spread across the 3 Å three-body cutoff
-    for atoms in (a, cluster):
-        s0 = System(atoms.positions, np.array(atoms.cell), atoms.numbers, tuple(bool(p) for p in atoms.pbc))
-        skin.gradients([s0], np.float64)  # builds the graph with cutoffs + skin
-        pot = skin.potential
-        reused = pot.graph_stats["reused"]
-        for step, expect_reuse in ((0.12, True), (0.4, False)):  # max displacement ≤ or > skin/2 = 0.25 Å
-            d = rng.normal(size=s0.positions.shape)
-            d *= step / np.linalg.norm(d, axis=1).max()
-            s = System(s0.positions + d, s0.cell, s0.numbers, s0.pbc)
-            E, gR, gh = skin.gradients([s], np.float64)
-            E0, gR0, gh0 = fresh.gradients([s], np.float64)
-            assert (pot.graph_stats["reused"] > reused) == expect_reuse, pot.graph_stats
-            reused = pot.graph_stats["reused"]
-            np.testing.assert_allclose(E, E0, rtol=1e-13)
-            np.testing.assert_allclose(gR[0], gR0[0], atol=1e-11)
-            np.testing.assert_allclose(gh[0], gh0[0], atol=1e-11)
+    pot = CHGNetPotential("0.3.0", skin=0.5)
+    sc = U.check_graph_reuse(pot, CHGNetPotential("0.3.0", skin=0.0))
     # the three-body filter was exercised: the cluster's template has rows beyond 3 Å, dropped at use
-    sc = System(cluster.positions, np.array(cluster.cell), cluster.numbers, (False,) * 3)
     template = pot._template(sc)[0]
     assert 0 < len(pot._skin_graph(sc)[0].bond_graph) < len(template.bond_graph)
