@@ -84,6 +84,10 @@ def _peer(atoms_by_name: dict) -> dict:
         warnings.simplefilter("ignore")
         calc = CHGNetCalculator(use_device="cpu")
     calc.model.graph_converter.set_isolated_atom_response("ignore")
+    import torch
+
+    old_threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the same torch threading as the bridge's default (torch_threads=1): a fair peer
     runs = {}
     t0 = time.perf_counter()
     for name, a0 in atoms_by_name.items():
@@ -106,7 +110,8 @@ def _peer(atoms_by_name: dict) -> dict:
             opt2.run(fmax=0.01, steps=300)
             runs[f"{name}/{attack}"] = {"ref_steps": opt.nsteps, "steps": opt2.nsteps,
                                         "dE_adv_per_atom": (e_adv - a.get_potential_energy()) / len(a)}
-    return {"wall_s": time.perf_counter() - t0, "runs": runs}
+    torch.set_num_threads(old_threads)
+    return {"wall_s": time.perf_counter() - t0, "runs": runs, "torch_threads": 1}
 
 
 def job_attack() -> dict:
