@@ -241,6 +241,10 @@ class Report:
         for o in self.outcomes:
             if o.message and o.summary()["status"] in ("error", "skipped"):
                 lines.append(f"  {o.name}: {o.message}")
+        for o in self.outcomes:  # what the model's own package said while this probe ran (bridged models)
+            for k, el in enumerate(o.elements):
+                for text in (o.details[k].get("model_notes", ()) if isinstance(o.details[k], dict) else ()):
+                    lines.append(f"  {o.name} [{el}] model note: {text}")
         why = wrapped([o.name for o in self.outcomes], width=width,
                       title="what each probe tests (identity; what a failure means):")
         if why:

@@ -51,27 +51,36 @@ def _info(pot) -> dict[str, str]:
     return {k: str(v) for k, v in pot.info().items()}
 
 
-def chgnet(version: str = "0.3.0", precision: str | None = None, hvp: str = "exact", max_batch: int = 64):
+def chgnet(version: str = "0.3.0", precision: str | None = None, hvp: str = "exact", max_batch: int = 64,
+           skin: float = 0.5, isolated_atoms: str = "warn"):
     """CHGNet ("0.3.0" or "r2scan", shipped in the wheel; or a checkpoint path) with exact autograd derivatives.
 
     ``precision``: "float32", "float64" or None (follow the JAX dtype of each call).
     ``hvp``: "exact" (double backward) or "fd" (central differences of exact forces).
+    ``skin``: graph reuse between nearby geometries in Å (0: a fresh graph per evaluation; see
+    :mod:`jaxcert_bridges.chgnet_potential`).
+    ``isolated_atoms``: "warn" (evaluate atoms without neighbours within the cutoff, as CHGNet's ASE
+    calculator does, and record its warning in the report) or "error" (refuse, the converter's default).
     """
     from jaxcert_bridges.chgnet_potential import CHGNetPotential
     from jaxcert_bridges.torch_bridge import TorchBackend
 
-    pot = CHGNetPotential(version)
+    pot = CHGNetPotential(version, skin=skin, isolated_atoms=isolated_atoms)
     return model_from_backend(TorchBackend(pot, precision=precision, hvp=hvp, max_batch=max_batch),
                               info={**_info(pot), "hvp_path": hvp})
 
 
 def sevennet(model: str = "7net-0", modal: str | None = None, precision: str | None = None, hvp: str = "exact",
-             max_batch: int = 64):
-    """SevenNet ("7net-0", "7net-mf-0" with ``modal`` "PBE"/"R2SCAN", "7net-l3i5"; or a checkpoint path)."""
+             max_batch: int = 64, skin: float = 0.5):
+    """SevenNet ("7net-0", "7net-mf-0" with ``modal`` "PBE"/"R2SCAN", "7net-l3i5"; or a checkpoint path).
+
+    ``skin``: graph reuse between nearby geometries in Å (0: a fresh graph per evaluation; see
+    :mod:`jaxcert_bridges.sevennet_potential`).
+    """
     from jaxcert_bridges.sevennet_potential import SevenNetPotential
     from jaxcert_bridges.torch_bridge import TorchBackend
 
-    pot = SevenNetPotential(model, modal=modal)
+    pot = SevenNetPotential(model, modal=modal, skin=skin)
     return model_from_backend(TorchBackend(pot, precision=precision, hvp=hvp, max_batch=max_batch),
                               info={**_info(pot), "hvp_path": hvp})
 

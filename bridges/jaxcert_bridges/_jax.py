@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcert.model import Model, UnsupportedElement, UnsupportedStructure
-from jaxcert_bridges.backend import Backend, System
+from jaxcert_bridges.backend import Backend, System, collecting_notes
 
 __all__ = ["model_from_backend"]
 
@@ -71,7 +71,8 @@ class _Host:
     def _call(self, method: str, systems: list[System], *args):
         """Run a backend method; a failure becomes :class:`UnsupportedStructure` naming the geometry."""
         try:
-            return getattr(self.backend, method)(systems, *args)
+            with collecting_notes(self.backend):
+                return getattr(self.backend, method)(systems, *args)
         except UnsupportedElement:
             raise
         except Exception as err:  # noqa: BLE001 - re-raised with the geometry that failed

@@ -22,18 +22,29 @@ Evaluation counting: ``backend.counts`` tallies what JAX asked for (``energy``,
 beyond that: ``fd_gradient`` (displaced-geometry gradients of finite-difference
 H·t) and ``double_backward`` (torch passes of exact H·t).  Model forward
 evaluations = energy + gradient + fd_gradient (:meth:`Backend.evaluations`).
+
+Model notes: a backend that evaluates a geometry its package only warns about
+(CHGNet's "isolated atom(s)" message) calls :func:`note` with the geometry and
+the package's own text; ``backend.notes`` keeps text → geometries per element
+symbol, and :func:`jaxcert.certify` records the notes a probe caused in that
+probe's per-element details (``model_notes``, docs/architecture.md "Bridges").
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import contextvars
 import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["System", "Backend", "cell_gradient", "boxed", "fd_hvp_step"]
+__all__ = ["System", "Backend", "GraphCache", "cell_gradient", "boxed", "fd_hvp_step", "note", "collecting_notes"]
+
+#: (geometry, text) pairs noted during the backend call in progress (see :func:`collecting_notes`)
+_NOTES: contextvars.ContextVar[list | None] = contextvars.ContextVar("jaxcert_bridge_notes", default=None)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -100,6 +111,84 @@ def boxed(s: System, margin: float) -> System:
     raise ValueError(f"pbc {pbc}: only fully periodic, non-periodic or slab (one open axis) input is supported")
 
 
+def note(system: System, text: str) -> None:
+    """Record ``text`` (a message the model's package printed or warned) for ``system``.
+
+    Kept by the backend whose call is in progress (:func:`collecting_notes`); a no-op outside one.
+    """
+    sink = _NOTES.get()
+    if sink is not None and text:
+        sink.append((system, str(text)))
+
+
+@contextlib.contextmanager
+def collecting_notes(backend: Backend):
+    """Collect the :func:`note` calls made inside the block into ``backend.notes`` (text → Counter of symbols)."""
+    sink: list = []
+    token = _NOTES.set(sink)
+    try:
+        yield
+    finally:
+        _NOTES.reset(token)
+        if sink:
+            from ase.data import chemical_symbols
+
+            for s, text in sink:
+                counter = backend.notes.setdefault(text, collections.Counter())
+                for z in sorted(set(np.asarray(s.numbers).tolist())):
+                    counter[chemical_symbols[int(z)]] += 1
+
+
+class GraphCache:
+    """Neighbour topologies built with cutoff + ``skin``, reused while no atom moved more than skin/2.
+
+    Keyed by (atom count, numbers, pbc, periodic cell rows): a geometry with the same key whose atoms
+    are all within skin/2 (Å, Euclidean, no wrapping) of a stored build geometry gets that build's
+    payload (the most recent match; up to ``per_key`` builds per key, ``max_entries`` in all, least
+    recently used dropped).  Every pair within the cutoff now was within cutoff + skin at the build,
+    so a potential that zeroes (or drops) the pairs beyond its cutoff evaluates the same function
+    (docs/architecture.md §6.2).  ``stats`` counts ``built`` and ``reused``.
+    """
+
+    def __init__(self, skin: float, per_key: int = 8, max_entries: int = 512):
+        if not skin > 0:
+            raise ValueError(f"skin must be > 0 Å, got {skin!r}")
+        self.skin, self.per_key, self.max_entries = float(skin), int(per_key), int(max_entries)
+        self._store: collections.OrderedDict = collections.OrderedDict()
+        self.stats: collections.Counter = collections.Counter()
+
+    @staticmethod
+    def _key(s: System) -> tuple:
+        pbc = np.asarray(s.pbc, bool)
+        return (s.n_atoms, np.asarray(s.numbers).tobytes(), tuple(pbc.tolist()),
+                np.where(pbc[:, None], np.asarray(s.cell, np.float64), 0.0).tobytes())
+
+    def get(self, s: System) -> Any | None:
+        """The payload stored for a build geometry within skin/2 of ``s``, or None."""
+        entries = self._store.get(self._key(s))
+        if entries is None:
+            return None
+        R = np.asarray(s.positions, np.float64)
+        for k, (R0, payload) in enumerate(entries):
+            if np.max(np.linalg.norm(R - R0, axis=1), initial=0.0) <= 0.5 * self.skin:
+                entries.insert(0, entries.pop(k))
+                self._store.move_to_end(self._key(s))
+                self.stats["reused"] += 1
+                return payload
+        return None
+
+    def put(self, s: System, payload: Any) -> None:
+        """Store ``payload`` (built at cutoff + skin) for the geometry ``s``."""
+        self.stats["built"] += 1
+        key = self._key(s)
+        entries = self._store.setdefault(key, [])
+        self._store.move_to_end(key)
+        entries.insert(0, (np.array(s.positions, np.float64), payload))
+        del entries[self.per_key:]
+        while sum(len(v) for v in self._store.values()) > self.max_entries:
+            self._store.popitem(last=False)
+
+
 def fd_hvp_step(dtype: Any) -> float:
     """Central-difference step (Å) for H·t from gradients: docs/probes.md §1.5's rule for a first derivative."""
     from jaxcert.derivatives import fd_step
@@ -116,6 +205,8 @@ class Backend:
       elements: supported atomic numbers, or None for any.
       exact_hvp: True when :meth:`hvps` is exact (autograd), False for finite differences.
       counts: geometries evaluated per kind and host calls.
+      notes: messages of the model's package (:func:`note`): text → Counter of element symbols
+        (geometries containing that element for which the package gave that text).
     """
 
     name: str = "backend"
@@ -127,6 +218,7 @@ class Backend:
 
     def __init__(self) -> None:
         self.counts: collections.Counter = collections.Counter()
+        self.notes: dict[str, collections.Counter] = {}
 
     # ---------------------------------------------------------------- required
     def gradients(self, systems: Sequence[System], dtype: Any) -> tuple[np.ndarray, list, list]:

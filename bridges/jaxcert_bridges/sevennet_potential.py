@@ -11,6 +11,16 @@ Batching: several geometries are evaluated in one call as the disjoint union of
 their graphs (node-wise network, no cross edges); per-geometry energies are the
 segment sums of SevenNet's atomic energies.
 
+Graph reuse with a skin (``skin`` Å, default 0.5; 0: SevenNet's graph builder
+at every evaluation): the edge list is built at cutoff + skin and kept
+(:class:`~jaxcert_bridges.backend.GraphCache`); a geometry whose atoms all
+moved ≤ skin/2 since the build reuses it, and the edges now longer than the
+cutoff are dropped before the network runs.  Dropping is required, not an
+optimisation: SevenNet's XPLOR switch is the polynomial
+(r_c² − r²)²(r_c² + 2r² − 3r_on²)/(r_c² − r_on²)³ for r ≥ r_on with no
+zero beyond r_c, so an edge past the cutoff would contribute.  What remains
+is exactly the set of pairs SevenNet's builder finds (pairs at r_c weigh 0).
+
 float64 (docs/install.md): a deep copy with ``.double()``; SevenNet's one-hot
 embedding produces float32 features, so floating tensors in the graph are cast
 to the model dtype between modules (exact: one-hot values and integer shifts).
@@ -19,6 +29,7 @@ The installed package is not modified.
 
 from __future__ import annotations
 
+import collections
 import copy
 import functools
 import warnings
@@ -38,9 +49,14 @@ class SevenNetPotential:
     Args:
       model: a shipped name ("7net-0", "7net-mf-0", "7net-l3i5") or a checkpoint path.
       modal: the fidelity of a multi-fidelity model ("PBE", "R2SCAN" for 7net-mf-0).
+      skin: graph-reuse skin in Å (0: SevenNet's graph builder at every evaluation).
     """
 
-    def __init__(self, model: str = "7net-0", modal: str | None = None):
+    def __init__(self, model: str = "7net-0", modal: str | None = None, skin: float = 0.5):
+        from jaxcert_bridges.backend import GraphCache
+
+        if not skin >= 0:
+            raise ValueError(f"skin must be >= 0 Å, got {skin!r}")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             from sevenn.calculator import SevenNetCalculator
@@ -53,6 +69,9 @@ class SevenNetPotential:
         self.name = f"sevennet-{model}" + (f"-{modal}" if modal else "")
         self.cutoff = float(calc.cutoff)
         self.elements = tuple(sorted(int(z) for z in calc.type_map))
+        self.skin = float(skin)
+        self._cache = GraphCache(self.skin) if self.skin > 0 else None
+        self.graph_stats: collections.Counter = collections.Counter()
 
     @functools.lru_cache(maxsize=2)  # noqa: B019 - one float32 and one float64 copy per potential
     def _model(self, dt: torch.dtype):
@@ -60,15 +79,39 @@ class SevenNetPotential:
             return self.model
         return copy.deepcopy(self.model).to(dt).eval()
 
+    def _edges(self, s) -> dict:
+        """SevenNet's graph dict of ``s``: its builder's, or a reused cutoff + skin build cut back to the cutoff."""
+        import sevenn._keys as KEY
+        from sevenn.train.dataload import unlabeled_atoms_to_graph
+
+        if self._cache is None:
+            self.graph_stats["fresh"] += 1
+            return unlabeled_atoms_to_graph(s.to_ase(), self.cutoff, with_shift=True)
+        base = self._cache.get(s)
+        if base is None:
+            base = unlabeled_atoms_to_graph(s.to_ase(), self.cutoff + self.skin, with_shift=True)
+            self._cache.put(s, base)
+            self.graph_stats["built"] += 1
+        else:
+            self.graph_stats["reused"] += 1
+        R = np.asarray(s.positions, np.float64)
+        src, dst = base[KEY.EDGE_IDX]
+        vec = R[dst] - R[src] + np.asarray(base[KEY.CELL_SHIFT], np.float64) @ np.asarray(s.cell, np.float64)
+        keep = np.linalg.norm(vec, axis=1) < self.cutoff
+        d = dict(base)
+        d[KEY.EDGE_IDX] = base[KEY.EDGE_IDX][:, keep]
+        d[KEY.CELL_SHIFT] = base[KEY.CELL_SHIFT][keep]
+        d[KEY.EDGE_VEC] = vec[keep]
+        d[KEY.POS] = R
+        return d
+
     def _graph(self, systems, positions, cells, dt):
         import sevenn._keys as KEY
         from sevenn.atom_graph_data import AtomGraphData
-        from sevenn.train.dataload import unlabeled_atoms_to_graph
 
         parts, vecs, offset = [], [], 0
         for s, R, h in zip(systems, positions, cells, strict=True):
-            atoms = s.to_ase()
-            d = unlabeled_atoms_to_graph(atoms, self.cutoff, with_shift=True)
+            d = self._edges(s)
             src, dst = (torch.as_tensor(x, dtype=torch.long) for x in d[KEY.EDGE_IDX])
             shift = torch.as_tensor(d[KEY.CELL_SHIFT], dtype=dt)
             vecs.append(R[dst] - R[src] + shift @ h)
@@ -113,4 +156,5 @@ class SevenNetPotential:
         import sevenn
 
         return {"package": f"sevenn {sevenn.__version__}", "checkpoint": self.checkpoint,
-                "modal": str(self.modal), "cutoff_A": str(self.cutoff), "elements": f"{len(self.elements)} elements"}
+                "modal": str(self.modal), "cutoff_A": str(self.cutoff), "elements": f"{len(self.elements)} elements",
+                "graph_skin_A": str(self.skin)}

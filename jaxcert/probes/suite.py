@@ -234,8 +234,9 @@ def certify(
     todo = [n for n in names if not (n in kept and kept[n].config == repr(configs.get(n, PROBES[n].config())))]
     ahead = _compile_ahead(model, todo, configs, batch_for, elements, seed, share_trajectory, compile_workers)
     outcomes: list[ProbeOutcome] = []
-    # a bridged (host) model counts its evaluations: record them per probe
+    # a bridged (host) model counts its evaluations and keeps its package's notes: record them per probe
     counter = getattr(getattr(model.energy_fn, "backend", None), "counts", None)
+    notes = getattr(getattr(model.energy_fn, "backend", None), "notes", None)
     last = 0.0
 
     def partial_report():
@@ -285,6 +286,7 @@ def certify(
             progress(name, idx, len(names), last)
         t0 = time.perf_counter()
         before = dict(counter) if counter is not None else {}
+        notes_before = {k: dict(v) for k, v in notes.items()} if notes is not None else {}
         try:
             ahead.wait(name)  # its program was traced and compiled ahead (or failed there: then again here)
             try:
@@ -316,6 +318,8 @@ def certify(
         outcome.wall_s = time.perf_counter() - t0
         if counter is not None:
             outcome.host_evals = {k: int(v - before.get(k, 0)) for k, v in counter.items() if v - before.get(k, 0)}
+        if notes:
+            _attach_notes(outcome, notes_before, notes)
         last = outcome.wall_s
         outcome.config = repr(cfg)
         outcomes.append(outcome if spec.structures is not None else
@@ -391,6 +395,22 @@ def _split_rows(o: ProbeOutcome) -> list[ProbeOutcome]:
     return [dataclasses.replace(o, elements=[el], defect=o.defect[k:k + 1], score=o.score[k:k + 1],
                                 gate=o.gate[k:k + 1], n_evals=o.n_evals[k:k + 1], status=[o.status[k]],
                                 details=[o.details[k]]) for k, el in enumerate(o.elements)]
+
+
+def _attach_notes(outcome: ProbeOutcome, before: dict[str, dict[str, int]], after: dict[str, Any]) -> None:
+    """Per element, the model-package notes this probe caused: ``details["model_notes"]`` ("text (n geometries)").
+
+    A bridged model's backend keeps text → geometries per element symbol (``jaxcert_bridges.backend.note``,
+    docs/architecture.md "Bridges"): e.g. CHGNet's warning for the isolated atoms of the trimer probe.
+    """
+    for k, el in enumerate(outcome.elements):
+        lines = []
+        for text, per_el in after.items():
+            n = int(per_el.get(el, 0)) - int(before.get(text, {}).get(el, 0))
+            if n > 0:
+                lines.append(f"{text} ({n} geometr{'y' if n == 1 else 'ies'})")
+        if lines and isinstance(outcome.details[k], dict):
+            outcome.details[k]["model_notes"] = lines
 
 
 def _concat(parts: list[ProbeOutcome]) -> ProbeOutcome:

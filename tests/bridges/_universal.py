@@ -60,3 +60,32 @@ def rotation_residuals(model):
         Fr = np.asarray(model.forces(jaxcert.Structure.from_ase(rot, dtype=dt)), float)
         out[np.dtype(dt).name] = float(np.abs(Fr - F @ Q.T).max() / np.abs(F).max())
     return out
+
+
+def check_graph_reuse(skin_potential, fresh_potential, cluster_symbol="Si"):
+    """A reused (skin) graph gives the fresh-graph energy and gradients to round-off (float64); past skin/2 it
+    rebuilds. Bulk Si and a rattled cluster (pair distances spread across the cutoffs); returns the cluster."""
+    from jaxcert_bridges.backend import System
+    from jaxcert_bridges.torch_bridge import TorchBackend
+
+    skin, fresh = TorchBackend(skin_potential), TorchBackend(fresh_potential)
+    stats = skin_potential.graph_stats
+    rng = np.random.default_rng(4)
+    cluster = jaxcert.substrates.cluster_atoms(cluster_symbol)
+    cluster.rattle(0.2, seed=2)
+    for atoms in (si_cell(), cluster):
+        s0 = System(atoms.positions, np.array(atoms.cell), atoms.numbers, tuple(bool(p) for p in atoms.pbc))
+        skin.gradients([s0], np.float64)  # builds the graph with cutoffs + skin
+        reused = stats["reused"]
+        for step, expect_reuse in ((0.12, True), (0.4, False)):  # max displacement ≤ or > skin/2 = 0.25 Å
+            d = rng.normal(size=s0.positions.shape)
+            d *= step / np.linalg.norm(d, axis=1).max()
+            s = System(s0.positions + d, s0.cell, s0.numbers, s0.pbc)
+            E, gR, gh = skin.gradients([s], np.float64)
+            E0, gR0, gh0 = fresh.gradients([s], np.float64)
+            assert (stats["reused"] > reused) == expect_reuse, stats
+            reused = stats["reused"]
+            np.testing.assert_allclose(E, E0, rtol=1e-13)
+            np.testing.assert_allclose(gR[0], gR0[0], atol=1e-11)
+            np.testing.assert_allclose(gh[0], gh0[0], atol=1e-11)
+    return System(cluster.positions, np.array(cluster.cell), cluster.numbers, (False,) * 3)

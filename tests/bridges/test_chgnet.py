@@ -66,11 +66,22 @@ def test_float32_and_float64_floors(model):
     assert res["float32"] > 10 * res["float64"]  # float32 really ran in float32
 
 
-def test_isolated_atom_is_a_recorded_skip(model):
-    """CHGNet's converter refuses isolated atoms: the trimer probe (needs monomers) is skipped, with why."""
-    rep = jaxcert.certify(model, "Si", probes="trimer")
-    p = rep.probe("trimer")
-    assert p["status"] == "skipped" and "isolated atom" in str(p), p
+def test_isolated_atoms_are_evaluated_with_the_package_warning_recorded(model):
+    """As CHGNet's ASE calculator: the trimer probe runs, CHGNet's isolated-atom warning is a per-element note."""
+    from jaxcert.probes import TrimerConfig
+
+    cfg = TrimerConfig(n_offsets=4, n_pairs=2)  # small: the scan still reaches 12 Å (B isolated)
+    p = jaxcert.certify(model, "Si", probes="trimer", configs={"trimer": cfg}).probe("trimer")
+    notes = p["per_element"]["Si"]["details"]["model_notes"]
+    assert p["status"] == "ok" and np.isfinite(p["defect"]), p
+    assert any("isolated atom(s) with atom_graph_cutoff=6" in n for n in notes), notes
+
+
+def test_a_geometry_the_package_refuses_is_a_recorded_skip():
+    """With the converter's own default (refuse isolated atoms) the trimer probe is skipped with CHGNet's reason."""
+    strict = jb.chgnet("0.3.0", isolated_atoms="error")
+    p = jaxcert.certify(strict, "Si", probes="trimer").probe("trimer")
+    assert p["status"] == "skipped" and "isolated atom" in p["message"], p
 
 
 def test_batched_call_equals_single(model):
@@ -80,3 +91,14 @@ def test_batched_call_equals_single(model):
     batch = model.prepare(jaxcert.stack(structs))
     E = jax.vmap(lambda s: model.energy_of(None, s))(batch)
     np.testing.assert_allclose(E, [float(model.energy(s)) for s in structs], atol=1e-9)
+
+
+def test_graph_reuse_with_a_skin_is_exact():
+    """A reused (skin) graph gives the fresh-graph energy and gradients to round-off (float64); past skin/2: rebuilt."""
+    from jaxcert_bridges.chgnet_potential import CHGNetPotential
+
+    pot = CHGNetPotential("0.3.0", skin=0.5)
+    sc = U.check_graph_reuse(pot, CHGNetPotential("0.3.0", skin=0.0))
+    # the three-body filter was exercised: the cluster's template has rows beyond 3 Å, dropped at use
+    template = pot._template(sc)[0]
+    assert 0 < len(pot._skin_graph(sc)[0].bond_graph) < len(template.bond_graph)

@@ -42,3 +42,10 @@ def test_multifidelity_needs_its_modal():
 
     s = jaxcert.Structure.from_ase(U.si_cell())
     assert abs(float(m.energy(s)) / s.n_atoms + 5.4) < 0.5  # a Si cell near -5.4 eV/atom (PBE)
+
+
+def test_graph_reuse_with_a_skin_is_exact():
+    """Edges built at cutoff + skin and cut back to the cutoff: the fresh-graph energy and gradients (float64)."""
+    from jaxcert_bridges.sevennet_potential import SevenNetPotential
+
+    U.check_graph_reuse(SevenNetPotential("7net-0", skin=0.5), SevenNetPotential("7net-0", skin=0.0))
