@@ -594,7 +594,7 @@ def board_table(board: dict[str, Any], sort: str | None = None, reverse: bool = 
         out.extend(textwrap.wrap(text, width=width, subsequent_indent="  ", break_on_hyphens=False))
     out += _dropped_lines(board)
     out += [f"note: {n}" for n in board["notes"]]
-    names = list(board["columns"]) if board["kind"] == "report" else ["lambda"]
+    names = list(board["columns"]) if board["kind"] == "report" else ["lam"]  # λ reports: the lam probe's sentence
     why = wrapped(names, width=width, title="what each probe tests (identity; what a failure means):")
     if why:
         out += [""] + why

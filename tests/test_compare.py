@@ -278,7 +278,7 @@ def test_lambda_reports_compare_with_their_gate(files, capsys):
     header, rows = _table_rows(out)
     assert [r[0] for r in rows] == ["lj", "lj+curl(0.3)"]  # lowest λ first
     assert [r[header.index("Gate")] for r in rows] == ["PASS", "FAIL"]
-    assert _flat(explain.explain("lambda")) in _flat(out)
+    assert _flat(explain.explain("lam")) in _flat(out)  # the λ probe's sentence ("lam" since λ is a probe)
 
 
 def test_lambda_structures_align_and_kinds_do_not_mix(files):

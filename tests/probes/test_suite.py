@@ -25,8 +25,11 @@ def report(lj):
 
 
 def test_all_fourteen_probes_are_registered():
-    assert len(PROBES) == 14
-    assert {p.substrate for p in PROBES.values()} == {"cluster", "trimer", "bulk", "p2mm"}
+    """The 14 default probes on their four substrate kinds, plus λ (opt-in, on its own named structures)."""
+    default = [n for n, p in PROBES.items() if p.default]
+    assert len(default) == 14 and "lam" not in default
+    assert {PROBES[n].substrate for n in default} == {"cluster", "trimer", "bulk", "p2mm"}
+    assert set(PROBES) - set(default) == {"lam"} and PROBES["lam"].structures is not None
 
 
 def test_clean_model_passes_every_gate(report):
