@@ -6,6 +6,10 @@ both), both switched on by :func:`enable_compilation_cache` (the CLI does this):
 * **JAX's persistent compilation cache** (``<dir>/xla``) keys a compiled executable on the
   *lowered* program. It serves every jitted function, but a process still has to trace and
   lower each program to find its key: 14 s of a 23 s warm suite run (docs/architecture.md §4.3).
+* **Stored host results** (``<dir>/host``, :func:`stored`): pure host functions that build inputs
+  from ASE's reference data (the suite's stacked substrates, nearest-neighbour distances) are kept by
+  the same key recipe, so a warm process neither imports ``ase.build`` nor runs the small eager
+  programs that stack and pad the substrates (docs/architecture.md §4.3).
 * **The executable store** (``<dir>/exec``) keys a probe program on *what it computes* instead:
   the probe and its config, the model (:func:`fingerprint`: its functions' code and closed-over
   values, its parameters, its static fields), the input shapes and dtypes, the jaxcert source
@@ -39,7 +43,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["enable_compilation_cache", "default_cache_dir", "ExecutableStore", "executable_store", "fingerprint",
-           "Unstorable"]
+           "Unstorable", "stored"]
 
 #: bump when the stored format or the key recipe changes
 STORE_FORMAT = 1
@@ -282,6 +286,44 @@ class ExecutableStore:
     def _file(self, key: str) -> pathlib.Path:
         return self.path / key[:2] / f"{key}.pkl"
 
+    def value_key(self, fn: Any, args: tuple, kw: dict[str, Any]) -> str | None:
+        """Key of the host call ``fn(*args, **kw)`` (:func:`stored`); None when it cannot be fingerprinted."""
+        try:
+            ident = fingerprint(("host", fn, args, kw))
+        except Unstorable:
+            return None
+        parts = (ident, _source_digest(), _environment_digest(), _data_versions())
+        return hashlib.sha256("|".join(parts).encode()).hexdigest()
+
+    def _value_file(self, key: str) -> pathlib.Path:
+        return self.path.parent / "host" / key[:2] / f"{key}.pkl"
+
+    def load_value(self, key: str) -> Any:
+        """The stored result for ``key``, or the module's missing marker (unreadable entries are misses)."""
+        try:
+            return pickle.loads(self._value_file(key).read_bytes())
+        except Exception:  # noqa: BLE001 - missing, partial or stale: compute again
+            return _MISSING
+
+    def save_value(self, key: str, value: Any) -> bool:
+        """Store a host result atomically; False when it cannot be pickled or written."""
+        try:
+            blob = pickle.dumps(value)
+        except Exception:  # noqa: BLE001 - an unpicklable result is simply not stored
+            return False
+        return self._write(self._value_file(key), blob)
+
+    def _write(self, f: pathlib.Path, blob: bytes) -> bool:
+        try:
+            f.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=f.parent, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(blob)
+            os.replace(tmp, f)
+        except OSError:
+            return False
+        return True
+
     def has(self, key: str) -> bool:
         """Whether an entry for ``key`` exists (it may still fail to load)."""
         return self._file(key).is_file()
@@ -317,13 +359,50 @@ class ExecutableStore:
                 blob = pickle.dumps(serialize_executable.serialize(compiled))
         except Exception:  # noqa: BLE001 - host callbacks and the like cannot be serialised
             return False
-        f = self._file(key)
+        return self._write(self._file(key), blob)
+
+
+_MISSING = object()
+
+
+@functools.lru_cache(maxsize=1)
+def _data_versions() -> str:
+    """Versions of the packages whose reference data host functions read (ASE, numpy)."""
+    from importlib import metadata
+
+    out = []
+    for pkg in ("ase", "numpy"):
         try:
-            f.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=f.parent, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(blob)
-            os.replace(tmp, f)
-        except OSError:
-            return False
-        return True
+            out.append(f"{pkg}={metadata.version(pkg)}")
+        except metadata.PackageNotFoundError:
+            out.append(f"{pkg}=?")
+    return ",".join(out)
+
+
+def stored(fn: Any) -> Any:
+    """Keep the results of the pure host function ``fn`` in the store across processes.
+
+    With the store off (:func:`enable_compilation_cache` not called, or ``$JAXCERT_CACHE_DIR=off``)
+    ``fn`` simply runs. With it on, a call is keyed on ``fn`` (its code, by :func:`fingerprint`), the
+    arguments, the jaxcert source, the JAX environment and the versions of ASE and numpy, and a
+    hit returns the pickled result of the earlier call: the same arrays, bit for bit. Arguments that
+    cannot be fingerprinted (an ``ase.Atoms``, a user's object) run ``fn`` without storing. ``fn``
+    must be a jaxcert function whose result depends only on its arguments and that reference data.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kw: Any) -> Any:
+        store = executable_store()
+        if store is None:
+            return fn(*args, **kw)
+        key = store.value_key(fn, args, kw)
+        if key is None:
+            return fn(*args, **kw)
+        hit = store.load_value(key)
+        if hit is not _MISSING:
+            return hit
+        out = fn(*args, **kw)
+        store.save_value(key, out)
+        return out
+
+    return wrapper

@@ -40,11 +40,11 @@ __all__ = ["write_report", "write_json", "load_finished", "FINISHED"]
 FINISHED = ("ok", "non-finite", "skipped", "unsupported")
 
 
-def write_json(doc: Any, path: str | os.PathLike) -> None:
+def write_json(doc: Any, path: str | os.PathLike, indent: int | None = 2) -> None:
     """Write strict JSON to ``path`` atomically (temporary file + fsync + ``os.replace``)."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
-    text = json.dumps(to_jsonable(doc), indent=2, allow_nan=False) + "\n"
+    text = json.dumps(to_jsonable(doc), indent=indent, allow_nan=False) + "\n"
     fd, tmp = tempfile.mkstemp(prefix=".jaxcert-", suffix=".json.tmp", dir=folder)
     try:
         with os.fdopen(fd, "w") as fh:
@@ -59,11 +59,15 @@ def write_json(doc: Any, path: str | os.PathLike) -> None:
 
 
 def write_report(report: Report, path: str | os.PathLike, complete: bool = True) -> None:
-    """The report's JSON plus ``complete`` and the probe configs (what ``--resume`` checks)."""
+    """The report's JSON plus ``complete`` and the probe configs (what ``--resume`` checks).
+
+    A partial report (``complete=False``, written after every probe) is compact JSON: it is rewritten
+    once per probe, and the indented text cost more than the probes of a warm LJ run. The finished
+    report is indented."""
     doc = report.to_dict()
     doc["complete"] = bool(complete)
     doc["probe_configs"] = {o.name: getattr(o, "config", None) for o in report.outcomes}
-    write_json(doc, path)
+    write_json(doc, path, indent=2 if complete else None)
 
 
 def _nan(x: Any) -> float:

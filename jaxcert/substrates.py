@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxcert.cache import stored
 from jaxcert.elements import covalent_diameter, d_nn, reference_crystal, symbol
 from jaxcert.structure import Structure, stack
 
@@ -347,6 +348,7 @@ def make_structure(spec: Any, kind: str, dtype: Any = None) -> Structure:
 
 
 # ----------------------------------------------------------------------------- batching
+@stored  # a warm process reads the batch instead of building it (jaxcert.cache.stored)
 def stacked(kind: str, elements: Sequence[str | int], dtype: Any = None, **kw: Any) -> tuple[Structure, list[str]]:
     """One substrate kind for many elements as one batched Structure (leading axis = element).
 

@@ -51,9 +51,7 @@ def to_jsonable(x: Any) -> Any:
         except TypeError:
             return str(x)
     if isinstance(x, np.ndarray):
-        if x.dtype.kind in "OUS" or x.dtype.kind == "V":
-            return [to_jsonable(v) for v in x.tolist()]
-        return to_jsonable(x.tolist())
+        return _array_to_json(x)
     if isinstance(x, (np.bool_, bool)):
         return bool(x)
     if isinstance(x, (np.integer, int)):
@@ -64,6 +62,23 @@ def to_jsonable(x: Any) -> Any:
     if x is None or isinstance(x, str):
         return x
     return str(x)
+
+
+def _array_to_json(x: np.ndarray) -> Any:
+    """A numpy array as nested lists of JSON types, without a Python call per element for numbers."""
+    kind = x.dtype.kind
+    if kind in "biu":
+        return x.tolist()  # bool/int arrays: tolist gives Python bools and ints
+    if kind == "f":
+        finite = np.isfinite(x)
+        if finite.all():
+            return x.tolist()
+        obj = x.astype(object)
+        obj[~finite] = None
+        return obj.tolist()
+    if kind == "c":
+        return to_jsonable(x.tolist())
+    return [to_jsonable(v) for v in x.tolist()]
 
 
 def format_defect(defect: float | None, stderr: float | None = None) -> str:

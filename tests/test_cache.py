@@ -32,7 +32,7 @@ from jaxcert import cache, models, substrates
 cache.enable_compilation_cache(sys.argv[1])
 rep = jaxcert.certify(models.get("lj"), "Ar", probes=sys.argv[2], seed=0, dtype="float64", compile_workers=0)
 st = cache.executable_store()
-print(json.dumps({"hits": st.hits, "misses": st.misses,
+print(json.dumps({"hits": st.hits, "misses": st.misses, "ase_build": "ase.build" in sys.modules,
                   "defects": {o.name: [float(x) for x in o.defect] for o in rep.outcomes},
                   "status": {o.name: o.status for o in rep.outcomes}}))
 """
@@ -67,6 +67,8 @@ def test_a_stored_program_runs_in_a_fresh_process_with_identical_results(store, 
     assert len(list((tmp_path / "exec").rglob("*.pkl"))) == 2  # one program per probe
     child = _fresh_process(tmp_path)
     assert child["hits"] == 2 and child["misses"] == 0  # nothing traced or compiled for the two probes
+    # the substrates and the LJ tables were read from the store (cache.stored), so ASE never built a crystal
+    assert list((tmp_path / "host").rglob("*.pkl")) and not child["ase_build"]
     assert child["status"] == {o.name: o.status for o in rep.outcomes}
     # bit-identical: the very executable the first run compiled
     assert child["defects"] == {o.name: [float(x) for x in o.defect] for o in rep.outcomes}

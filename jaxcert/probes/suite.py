@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import os
 import threading
 import time
@@ -66,6 +67,22 @@ STATMECH = ("config_temperature", "equipartition", "virial")
 def probe_key(seed: int, name: str) -> jax.Array:
     """The probe's key: independent of which other probes run."""
     return jax.random.fold_in(jax.random.key(seed), zlib.crc32(name.encode()) & 0x7FFFFFFF)
+
+
+@functools.partial(jax.jit, static_argnums=2)
+def _split_probe_key(seed: jax.Array, crc: jax.Array, n: int) -> jax.Array:
+    return jax.random.split(jax.random.fold_in(jax.random.key(seed), crc), n)
+
+
+def probe_keys(seed: int, name: str, n: int) -> jax.Array:
+    """``jax.random.split(probe_key(seed, name), n)``, the same keys from one small jitted program.
+
+    Eagerly, the three random operations are three programs per probe that a warm process must
+    trace and look up in the cache (docs/architecture.md §4.3); jitted they are one per ``n``.
+    """
+    seed_dtype = jnp.int64 if jax.config.jax_enable_x64 else jnp.int32
+    crc = np.uint32(zlib.crc32(name.encode()) & 0x7FFFFFFF)
+    return _split_probe_key(np.asarray(seed, seed_dtype), crc, int(n))
 
 
 @dataclasses.dataclass
@@ -247,7 +264,7 @@ def certify(
         """The probe on the elements ``els`` in one batch; element k keeps its key whatever the batch."""
         batch = batch_for(spec.substrate, els)
         kname = "trajectory" if (name in STATMECH and share_trajectory) else name
-        all_keys = jax.random.split(probe_key(seed, kname), len(elements))
+        all_keys = probe_keys(seed, kname, len(elements))
         keys = all_keys[np.asarray([elements.index(e) for e in els])] if els != tuple(elements) else all_keys
         extra: dict[str, Any] = {}
         md_evals = None  # a trajectory made here is charged to this probe (docs/probes.md §5)
@@ -348,7 +365,7 @@ def run_on_structures(model: Model, name: str, structures: dict[str, Structure],
     labels = list(structures)
     if not labels:
         raise inputs.InputError(f"{name}: no structures to run on")
-    keys = jax.random.split(probe_key(seed, name), len(labels))
+    keys = probe_keys(seed, name, len(labels))
     rows: dict[str, ProbeOutcome] = {}
     ready: dict[str, Structure] = {}
     for label, s in structures.items():
@@ -625,7 +642,7 @@ def _compile_ahead(model: Model, names: list[str], configs: dict[str, Any], batc
         except Exception:  # noqa: BLE001 - the run reports it when the probe's turn comes
             continue
         statmech = name in STATMECH and share_trajectory
-        keys = jax.random.split(probe_key(seed, "trajectory" if statmech else name), len(elements))
+        keys = probe_keys(seed, "trajectory" if statmech else name, len(elements))
         if statmech:
             if traj_shape is None:
                 thermostat, n_steps = _trajectory_settings(cfg, shared)
