@@ -80,20 +80,76 @@ def enable_compilation_cache(path: str | None = None) -> str | None:
     return path
 
 
+_BYPASS_LOCK = threading.Lock()
+_BYPASS_DEPTH = 0
+_BYPASS_SAVED = True
+_HITS = threading.local()
+
+
+def _count_cache_hit(event: str, **_: Any) -> None:
+    if event == "/jax/compilation_cache/cache_hits":
+        _HITS.n = getattr(_HITS, "n", 0) + 1
+
+
+@functools.lru_cache(maxsize=1)
+def _listen_for_cache_hits() -> bool:
+    import jax
+
+    try:
+        jax.monitoring.register_event_listener(_count_cache_hit)
+    except Exception:  # noqa: BLE001 - no monitoring: the bypass alone must do
+        return False
+    return True
+
+
+@dataclasses.dataclass
+class Bypass:
+    """What :func:`persistent_cache_bypassed` found: whether the program compiled in the block may be stored."""
+
+    storable: bool = False
+
+
 @contextlib.contextmanager
-def persistent_cache_disabled() -> Iterator[bool]:
-    """JAX's persistent cache off in this thread (its per-thread configuration state), on again after.
+def persistent_cache_bypassed() -> Iterator[Bypass]:
+    """Compile without JAX's persistent cache inside this block; ``.storable`` says, after it, whether to store.
 
-    Yields whether it could be switched off (False if this JAX has no such per-thread state).
+    jaxlib 0.10 serialises an executable that it *loaded* from JAX's persistent cache without its
+    kernels ("Function add_multiply_fusion not found" when the stored copy runs), so a program meant
+    for the executable store must be compiled afresh. JAX decides once per process whether its cache
+    is used (``jax._src.compilation_cache.is_cache_used``) and ignores the per-thread
+    ``jax_enable_compilation_cache`` after that decision, so this block clears the process-wide
+    decision while any store-bound compile runs (other threads compiling meanwhile just miss the cache:
+    slower, never wrong) and restores it after. ``storable`` stays False, and the program is not
+    stored, when that switch is unavailable in this JAX or a cache hit was seen in this thread during
+    the block (counted through ``jax.monitoring``).
     """
-    from jax._src import config as jax_config
+    global _BYPASS_DEPTH, _BYPASS_SAVED
+    import jax
+    from jax._src import compilation_cache as cc
 
-    state = getattr(jax_config, "enable_compilation_cache", None)
-    if state is None:
-        yield False
+    switchable = all(hasattr(cc, n) for n in ("_cache_used", "is_cache_used", "_cache_initialized_mutex"))
+    listening = _listen_for_cache_hits()
+    state = Bypass()
+    if not (switchable and listening):
+        yield state
         return
-    with state(False):
-        yield True
+    with _BYPASS_LOCK:
+        if _BYPASS_DEPTH == 0:
+            cc.is_cache_used(jax.devices()[0].client)  # settle JAX's once-per-process decision first
+            with cc._cache_initialized_mutex:
+                _BYPASS_SAVED = cc._cache_used
+                cc._cache_used = False
+        _BYPASS_DEPTH += 1
+    before = getattr(_HITS, "n", 0)
+    try:
+        yield state
+    finally:
+        with _BYPASS_LOCK:
+            _BYPASS_DEPTH -= 1
+            if _BYPASS_DEPTH == 0:
+                with cc._cache_initialized_mutex:
+                    cc._cache_used = _BYPASS_SAVED
+    state.storable = getattr(_HITS, "n", 0) == before  # a hit here: the bypass failed, never store it
 
 
 def executable_store() -> ExecutableStore | None:

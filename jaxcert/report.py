@@ -160,11 +160,12 @@ class Report:
         for o in self.outcomes:
             s = o.summary()
             se = probe_stderr(o)
+            details = o.details_json() if hasattr(o, "details_json") else o.details
             per = {
                 el: {
                     "defect": o.defect[k], "score": o.score[k],
                     "gate": bool(o.gate[k]) if o.gated and o.status[k] not in NOT_RUN else None,
-                    "n_evals": int(o.n_evals[k]), "status": o.status[k], "details": o.details[k],
+                    "n_evals": int(o.n_evals[k]), "status": o.status[k], "details": details[k],
                     **({"defect_stderr": se[1][k]} if se is not None else {}),
                 }
                 for k, el in enumerate(o.elements)

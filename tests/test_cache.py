@@ -116,9 +116,13 @@ def test_a_corrupt_entry_is_a_miss_and_is_recompiled(store, tmp_path):
 def test_a_stored_program_that_fails_to_run_is_dropped_and_recompiled(store, monkeypatch):
     first = jaxcert.certify(models.get("lj"), "Ar", probes="betti", seed=0, dtype=jnp.float64, compile_workers=0)
 
+    class Pending:  # what a real failure looks like: dispatch returns, the error comes when the result is read
+        def block_until_ready(self):
+            raise RuntimeError("NOT_FOUND: Function fusion.1 not found")
+
     class Broken:
         def __call__(self, *args):
-            raise RuntimeError("NOT_FOUND: Function fusion.1 not found")
+            return Pending()
 
     served = []
 
@@ -134,3 +138,18 @@ def test_a_stored_program_that_fails_to_run_is_dropped_and_recompiled(store, mon
     assert len(discarded) == 1
     assert again.outcomes[0].status == ["ok"]
     np.testing.assert_array_equal(again.outcomes[0].defect, first.outcomes[0].defect)
+
+
+def test_a_warm_jax_cache_with_an_empty_store_stores_working_programs(store, tmp_path):
+    """After an upgrade (new jaxcert source, same programs) JAX's persistent cache is warm and the store
+    empty. jaxlib serialises an executable that it loaded from JAX's cache without its kernels, so the
+    store must compile such a program afresh (cache.persistent_cache_bypassed): before that fix the next
+    process loaded programs that failed with "Function ... not found" in every probe."""
+    rep = jaxcert.certify(models.get("lj"), "Ar", probes="betti", seed=0, dtype=jnp.float64, compile_workers=0)
+    for entry in (tmp_path / "exec").rglob("*.pkl"):
+        entry.unlink()  # the store is empty, JAX's cache (tmp_path / "xla") still holds the program
+    filling = _fresh_process(tmp_path, probes="betti")
+    assert filling["misses"] == 1 and filling["hits"] == 0 and list((tmp_path / "exec").rglob("*.pkl"))
+    warm = _fresh_process(tmp_path, probes="betti")
+    assert warm["hits"] == 1 and warm["misses"] == 0 and warm["status"] == {"betti": ["ok"]}
+    assert warm["defects"] == filling["defects"] == {"betti": [float(x) for x in rep.outcomes[0].defect]}

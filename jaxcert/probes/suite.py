@@ -51,7 +51,7 @@ from jaxcert.model import Model, UnsupportedElement, is_unsupported_structure
 from jaxcert.probes.base import NOT_RUN, PROBES, STATUS_NAMES, UNSUPPORTED, ProbeSkip
 from jaxcert.report import Report
 from jaxcert.structure import Structure, stack
-from jaxcert.summary import combine_scores
+from jaxcert.summary import combine_scores, to_jsonable
 
 __all__ = ["DEFAULT_ORDER", "STATMECH", "UNSUPPORTED", "NOT_RUN", "certify", "combine_scores", "probe_key",
            "ProbeOutcome", "resolve_probes", "run_on_structures"]
@@ -103,6 +103,17 @@ class ProbeOutcome:
     wall_s: float = 0.0
     host_evals: dict[str, int] | None = None  # host-side model calls of a bridged model during this probe
     config: str | None = None  # repr of the probe's config: a resumed probe must have been run with the same
+    #: the details as JSON types, made once (the CLI rewrites the partial report after every probe)
+    _details_json: list[Any] | None = dataclasses.field(default=None, init=False, repr=False, compare=False)
+
+    def details_json(self) -> list[Any]:
+        """``details`` converted by :func:`jaxcert.summary.to_jsonable`, once per outcome.
+
+        The details of a finished outcome are not changed afterwards; the suite attaches the
+        trajectory's evaluations and the model's notes before the first report is written."""
+        if self._details_json is None or len(self._details_json) != len(self.details):
+            self._details_json = [to_jsonable(d) for d in self.details]
+        return self._details_json
 
     def summary(self) -> dict[str, Any]:
         sc = self.score[np.isfinite(self.score)]
@@ -530,8 +541,9 @@ def _executable(run, args: tuple):
 
     With the executable store on (:func:`jaxcert.cache.enable_compilation_cache`, as the CLI does), a
     program stored by an earlier process is loaded without tracing, and a new one is stored. A program
-    that will be stored is compiled with JAX's persistent cache off for this thread: jaxlib 0.10 cannot
-    serialise again an executable it loaded from that cache (its kernels are missing at run time).
+    that will be stored is compiled past JAX's persistent cache (:func:`jaxcert.cache.persistent_cache_bypassed`):
+    jaxlib 0.10 cannot serialise again an executable it loaded from that cache (its kernels are missing at
+    run time).
     """
     key = (run, _signature(args))
     with _EXECUTABLES_LOCK:
@@ -544,9 +556,9 @@ def _executable(run, args: tuple):
         if exe is not None:
             _FROM_STORE[key] = skey
         elif skey is not None:
-            with cache.persistent_cache_disabled() as fresh:
+            with cache.persistent_cache_bypassed() as fresh:
                 exe = run.lower(*args).compile()
-            if fresh:
+            if fresh.storable:
                 store.save(skey, exe)
         else:
             exe = run.lower(*args).compile()
@@ -564,8 +576,8 @@ _FROM_STORE: dict[Any, str] = {}
 def _call(run, args: tuple):
     """Run the executable of ``run`` on ``args``; a stored executable that fails to run is dropped and recompiled."""
     exe = _executable(run, args)
-    try:
-        return exe(*args)
+    try:  # wait for the result here: a missing kernel is reported when the computation runs, not when dispatched
+        return jax.block_until_ready(exe(*args))
     except Exception:
         key = (run, _signature(args))
         skey = _FROM_STORE.pop(key, None)
