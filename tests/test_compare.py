@@ -28,7 +28,7 @@ def files(tmp_path_factory):
     structures = substrates.lambda_structures()
     lj = jaxcert.models.get("lj")
     for name, model, keys in (("lam_clean", lj, ("H2O", "NH3")), ("lam_curl", defects.curl(lj, 0.3), ("H2O", "NH3")),
-                              ("lam_other", lj, ("H2O", "CH4"))):
+                              ("lam_other", lj, ("H2O", "C2H2"))):  # 4 atoms as NH3: lam_clean's program
         res = jaxcert.lam(model, structures={k: structures[k] for k in keys})
         out[name] = str(d / f"{name}.json")
         with open(out[name], "w") as fh:
@@ -290,7 +290,7 @@ def test_lambda_structures_align_and_kinds_do_not_mix(files):
     assert board["rows"][1]["mean"] == board["rows"][1]["max"] == h2o
     assert board["rows"][1]["gate"] is (h2o <= _read(files["lam_other"])["gate_threshold"])
     assert board["dropped"] == [{"file": files["lam_clean"], "structures": ["NH3"]},
-                                {"file": files["lam_other"], "structures": ["CH4"]}]
+                                {"file": files["lam_other"], "structures": ["C2H2"]}]
     with pytest.raises(InputError, match="cannot compare certification reports with λ reports") as err:
         compare.build_board([files["clean"], files["lam_clean"]])
     assert files["clean"] in str(err.value) and files["lam_clean"] in str(err.value)

@@ -91,11 +91,14 @@ def test_sweep_from_toml_then_flags_override(tmp_path, capsys):
     assert len((tmp_path / "out" / "runs.csv").read_text().splitlines()) == 2
     assert (tmp_path / "out" / "figs" / "post_relaxation.max_displacement.png").exists()
     assert len(list((tmp_path / "out" / "sweep.sqlite.arrays").iterdir())) == 1
-    # a flag wins over the TOML value: two ε requested, the stored one is skipped, nothing computed
-    assert main(["sweep", str(toml), "--eps", "0.02,0.05", "--dry-run", "--quiet"]) == 0
+    # a flag wins over the TOML value: two ε requested, the stored one is skipped, nothing computed; an empty
+    # --plots wins over the TOML's plots (the figures above are not drawn a second time)
+    assert main(["sweep", str(toml), "--eps", "0.02,0.05", "--dry-run", "--quiet", "--plots", ""]) == 0
     doc = json.loads((tmp_path / "out" / "sweep.json").read_text())
     assert doc["counts"] == {"requested": 2, "already_done": 1, "computed": 0, "remaining": 1}
-    assert capsys.readouterr().err == ""  # --quiet: no progress bar
+    cap = capsys.readouterr()
+    assert cap.err == ""  # --quiet: no progress bar
+    assert "wrote 1 rows" in cap.out and "files to" not in cap.out
     # plot-sweep on the same store
     assert main(["plot-sweep", str(tmp_path / "out" / "sweep.sqlite"), "--out", str(tmp_path / "figs2"),
                  "--metrics", "steps_after,immediate.rdf_l1"]) == 0

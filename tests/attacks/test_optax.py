@@ -27,7 +27,8 @@ def lj_ar():
 def _reference(loss, s, eps, alpha, n, *, key=None, uniform=False, sign_start=0.0, project=True, movable=None,
                sgn=1.0):
     """The pre-optax rule, written out: start R⁽⁰⁾ = R₀ + clip(U), then R ← Π_ε(R + α sign g) n times, g := 0 on
-    padding / fixed atoms, Π_ε(X) = R₀ + clip(X − R₀, −ε, ε)."""
+    padding / fixed atoms, Π_ε(X) = R₀ + clip(X − R₀, −ε, ε).  The n steps are a ``fori_loop`` (one traced step
+    instead of n unrolled gradients in the compiled program)."""
     R0 = s.positions
     dt = R0.dtype
     mov = s.mask if movable is None else s.mask & jnp.asarray(movable, bool)
@@ -39,12 +40,15 @@ def _reference(loss, s, eps, alpha, n, *, key=None, uniform=False, sign_start=0.
     else:
         U = jnp.zeros_like(R0)
     R = R0 + jnp.clip(jnp.where(mov[:, None], U, 0.0), -eps, eps)
-    for _ in range(n):
+
+    def step(_, R):
         g = jax.grad(lambda X: sgn * loss(s.replace(positions=X)))(R)
         R = R + alpha * jnp.sign(jnp.where(mov[:, None], g, 0.0))
         if project:
             R = R0 + jnp.clip(R - R0, -eps, eps)
-    return R
+        return R
+
+    return jax.lax.fori_loop(0, n, step, R)
 
 
 def assert_in_box(R, R0, eps, real):

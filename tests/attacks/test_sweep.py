@@ -205,8 +205,9 @@ def test_dask_executor_matches_local(model, finished, tmp_path):
         sweep(model, _structures(), executor="ray", **KW)
 
 
-def test_kill_9_loses_nothing_finished_and_never_duplicates(tmp_path):
-    """A sweep process killed (SIGKILL) while computing its second chunk; the rerun completes the grid."""
+def test_kill_9_loses_nothing_finished_and_never_duplicates(model, tmp_path):
+    """A sweep process killed (SIGKILL) while computing its second chunk; the rerun (in this process, with the
+    module's model, whose programs the other sweeps compiled) completes the grid."""
     path = str(tmp_path / "killed.sqlite")
     script = textwrap.dedent(f"""
         import time, jax
@@ -245,7 +246,7 @@ def test_kill_9_loses_nothing_finished_and_never_duplicates(tmp_path):
     (kept,) = store.rows()
     assert store.arrays(kept["key"])["positions_final"].shape == (8, 3)
     structures = _structures(3)
-    counts = sweep(jaxcert.models.get("sw"), structures, store=store, **KW)
+    counts = sweep(model, structures, store=store, **KW)
     assert counts == {"requested": 3, "already_done": 1, "computed": 2, "remaining": 0}
     keys = [r["key"] for r in store.rows()]
     assert len(keys) == len(set(keys)) == 3

@@ -12,13 +12,26 @@ molecular-dynamics probes (reversibility and the three on the shared Langevin tr
 ``pytest -m slow``.  The clean model passing every probe is asserted by default
 (tests/probes/test_suite.py), and the MD probes' own defects in tests/probes/test_{reversibility,
 config_temperature,virial,equipartition}.py.
+
+The default (sensitivity) run compiles one program per probe, not per (defect, probe): the defects that must
+trip a probe are nested into one model (``defects.DEFECTS[a](defects.DEFECTS[b](lj))``, each at its matrix
+strength), and the program is vmapped over the knob settings in which exactly one defect is on and the others
+are at strength 0.  A defect wrapper at strength 0 is the model it wraps, to the last bit for energies and
+forces, with its stress head unchanged (tests/models/test_defects.py), so row ``name`` is the defect model
+``name`` evaluated with the same key on the same Si substrate as ``certify`` would (the slow tests below run
+``certify`` on each defect model alone).
 """
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import jaxcert
+from jaxcert import substrates
 from jaxcert.models import defects
+from jaxcert.probes import PROBES
+from jaxcert.probes.suite import probe_keys
 from tests._defect_oracle import EXPECTED_PROBES
 
 ELEMENT = "Si"
@@ -56,9 +69,56 @@ def _check(lj, name, include_md, specificity=True):
     assert not wrong, f"{model.name}: " + "; ".join(wrong)
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED_PROBES))
-def test_defect_trips_its_probes(lj, name):
-    _check(lj, name, include_md=False, specificity=False)
+def _defect(model, name):
+    factory = defects.DEFECTS[name]
+    return factory(model, STRENGTH[name]) if name in STRENGTH else factory(model)
+
+
+#: probe -> the defects that must trip it (the static probes of the sensitivity half)
+ROWS = {p: sorted(n for n, (trip, _) in EXPECTED_PROBES.items() if p in trip)
+        for p in sorted({p for trip, _ in EXPECTED_PROBES.values() for p in trip} - MD)}
+
+
+@pytest.mark.parametrize("probe", sorted(ROWS))
+def test_defect_trips_its_probes(lj, probe):
+    """Every defect that must trip ``probe`` trips it, and with every defect off the probe is clean: one program
+    for the probe, vmapped over the knob settings."""
+    names = ROWS[probe]
+    model = lj
+    for name in names:  # names[0] innermost
+        model = _defect(model, name)
+
+    def one_on(on):
+        """The nested model's parameters with only defect ``on`` at its strength."""
+        params = jax.tree_util.tree_map(lambda x: x, model.params)
+        p = params
+        for name in reversed(names):  # outermost first
+            if name != on:
+                p["strength"] = jnp.zeros_like(p["strength"])
+            p = p["inner"]
+        return params
+
+    # one row per defect, and a last row with every defect off: the nested model at strength 0 is the clean LJ
+    rows = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *[one_on(n) for n in [*names, None]])
+    spec = PROBES[probe]
+    batch, _ = substrates.stacked(spec.substrate, [ELEMENT], dtype=jnp.float64)
+    (substrate,) = jaxcert.unstack(model.prepare(batch))
+    (key,) = probe_keys(0, probe, 1)  # the key certify gives the probe on one element, seed 0
+    cfg = spec.config()
+    run = jax.jit(jax.vmap(lambda prm: spec.fn(model.replace(params=prm), key, config=cfg, substrate=substrate)))
+    res = run(rows)
+    score, gate = np.asarray(res.score, float), np.asarray(res.gate, bool)
+    wrong = [f"{name} should trip: score {score[k]:.3g}, gate {gate[k]}" for k, name in enumerate(names)
+             if not (score[k] < TRIP or not gate[k])]
+    if not (score[-1] > CLEAN and gate[-1]):
+        wrong.append(f"every defect off should be clean: score {score[-1]:.3g}, gate {gate[-1]}")
+    assert not wrong, f"{probe}: " + "; ".join(wrong)
+
+
+def test_rows_cover_the_sensitivity_half():
+    """Every (defect, static must-trip probe) pair of the oracle is a row of the test above."""
+    pairs = {(n, p) for n, (trip, _) in EXPECTED_PROBES.items() for p in trip if p not in MD}
+    assert pairs == {(n, p) for p, names in ROWS.items() for n in names}
 
 
 @pytest.mark.slow
