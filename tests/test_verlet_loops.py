@@ -46,9 +46,12 @@ def pair(sw):
 
 
 def _broken(listed):
-    """The list with half the neighbour slots it needs: every build overflows."""
+    """The list with half the neighbour slots it needs (every build overflows) and cell slots that the host's
+    regrowth (``nb.grow``: GROWTH × each capacity, at least what ``with_cell_list`` sizes) turns back into
+    ``listed``'s own: the rerun and the ample-capacity reference are one compiled program."""
     spec = listed.neighbor_list
-    return listed.replace(neighbor_list=dataclasses.replace(spec, capacity=spec.capacity // 2), neighbor_state=None)
+    small = dataclasses.replace(spec, capacity=spec.capacity // 2, cell_capacity=int(spec.cell_capacity / nb.GROWTH))
+    return listed.replace(neighbor_list=small, neighbor_state=None)
 
 
 def test_md_on_the_list_follows_the_dense_path(sw, pair):
@@ -123,6 +126,7 @@ def test_the_attack_grid_answers_an_overflow(sw, pair):
         g = run_grid(sw, broken, [0.05], attacks=[spec], config=cfg)
     g_ref = run_grid(sw, batch, [0.05], attacks=[spec], config=cfg)
     assert g.neighbor_regrowths >= 1 and g_ref.neighbor_regrowths == 0
+    assert g.runs.final.structure.neighbor_list == batch.neighbor_list  # regrown to the ample list
     assert bool(np.asarray(g.runs.converged).all()) and bool(np.asarray(g.ref_converged).all())
     np.testing.assert_allclose(np.asarray(g.runs.final.structure.positions),
                                np.asarray(g_ref.runs.final.structure.positions), rtol=0, atol=1e-12)
