@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 import jaxcert
-from jaxcert import cache, models, substrates
+from jaxcert import cache, elements, models, substrates
+from jaxcert.models import lj as lj_module
 from jaxcert.probes import PROBES, suite
 
 PROBE_SET = "betti,zero_modes"  # zero_modes: a relaxation and LAPACK eigh (lazily initialised by jaxlib)
@@ -62,6 +63,9 @@ def store(tmp_path, monkeypatch):
 
 
 def test_a_stored_program_runs_in_a_fresh_process_with_identical_results(store, tmp_path):
+    # host results this worker computed before the store was on live in in-process caches, not the store
+    elements._d_nn_unscaled.cache_clear()
+    lj_module._tables.cache_clear()
     rep = jaxcert.certify(models.get("lj"), "Ar", probes=PROBE_SET, seed=0, dtype=jnp.float64, compile_workers=0)
     assert store.hits == 0
     assert len(list((tmp_path / "exec").rglob("*.pkl"))) == 2  # one program per probe
