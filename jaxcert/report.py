@@ -160,7 +160,7 @@ class Report:
         for o in self.outcomes:
             s = o.summary()
             se = probe_stderr(o)
-            details = o.details_json() if hasattr(o, "details_json") else o.details
+            details = o.details_json()
             per = {
                 el: {
                     "defect": o.defect[k], "score": o.score[k],
