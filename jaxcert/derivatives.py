@@ -43,6 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcert import batching
 from jaxcert.geometry import det3
 from jaxcert.model import Model, strain, voigt
 from jaxcert.structure import Structure
@@ -181,7 +182,8 @@ class Exact:
     @_jitted
     def force_jacobian(self, model: Model, s: Structure) -> jax.Array:
         s = model.prepare(s)
-        return jax.jacfwd(lambda R: model.forces_of(model.params, s.replace(positions=R)))(s.positions)
+        forces = lambda R: model.forces_of(model.params, s.replace(positions=R))  # noqa: E731
+        return batching.jacfwd(forces, model.max_batch)(s.positions)
 
     @_jitted
     def hessian(self, model: Model, s: Structure) -> jax.Array:
@@ -190,27 +192,28 @@ class Exact:
     @_jitted
     def hutchinson_trace(self, model: Model, s: Structure, key: jax.Array, n_samples: int = 4) -> jax.Array:
         z = _rademacher(key, s, n_samples)
-        hz = jax.vmap(lambda zi: self.hvp(model, s, zi))(z)
+        hz = batching.vmap(lambda zi: self.hvp(model, s, zi), model.max_batch)(z)
         return jnp.mean(jnp.sum(z * hz, axis=(1, 2)))
 
     @_jitted
     def stress_position(self, model: Model, s: Structure) -> jax.Array:
         s = model.prepare(s)
         V = jnp.abs(det3(s.cell))
-        jac = jax.jacfwd(lambda R: _stress_voigt(model, model.params, s.replace(positions=R)))(s.positions)
+        jac = batching.jacfwd(lambda R: _stress_voigt(model, model.params, s.replace(positions=R)),
+                              model.max_batch)(s.positions)
         return V * jac
 
     @_jitted
     def force_strain(self, model: Model, s: Structure) -> jax.Array:
         s = model.prepare(s)
         zero = jnp.zeros(6, s.positions.dtype)
-        return jax.jacfwd(lambda g: model.forces_of(model.params, _strained(s, g)))(zero)
+        return batching.jacfwd(lambda g: model.forces_of(model.params, _strained(s, g)), model.max_batch)(zero)
 
     @_jitted
     def stress_strain(self, model: Model, s: Structure) -> jax.Array:
         s = model.prepare(s)
         zero = jnp.zeros(6, s.positions.dtype)
-        return jax.jacfwd(lambda g: _stress_voigt(model, model.params, _strained(s, g)))(zero)
+        return batching.jacfwd(lambda g: _stress_voigt(model, model.params, _strained(s, g)), model.max_batch)(zero)
 
     @_jitted
     def energy_strain(self, model: Model, s: Structure) -> jax.Array:
@@ -233,7 +236,7 @@ class Exact:
             F = model.forces_of(model.params, s.replace(positions=R))
             return E, -dE, F[j] @ u
 
-        return jax.vmap(one)(jnp.asarray(offsets, s.positions.dtype))
+        return batching.vmap(one, model.max_batch)(jnp.asarray(offsets, s.positions.dtype))
 
 
 def _central(f, x0: jax.Array, direction: jax.Array, h: float, order: int) -> jax.Array:

@@ -98,6 +98,9 @@ class Model:
       info: free-form static metadata (source, units, reference).
       stress_available: False for a model that cannot give a stress even for a periodic
         cell (e.g. an ASE calculator without "stress"); stress probes then skip.
+      max_batch: how many geometries the model may evaluate at once (a memory budget for large
+        networks); batches beyond it run as chunked loops (:mod:`jaxcert.batching`).  ``None``
+        (default): no limit, plain ``vmap``.
     """
 
     energy_fn: Callable[[Any, Structure], jax.Array]
@@ -109,6 +112,7 @@ class Model:
     elements: tuple[int, ...] | None = None
     info: tuple[tuple[str, str], ...] = ()
     stress_available: bool = True
+    max_batch: int | None = None
 
     # ------------------------------------------------------------- adapters
     @classmethod
@@ -286,7 +290,8 @@ class Model:
 jax.tree_util.register_dataclass(
     Model,
     data_fields=["params"],
-    meta_fields=["energy_fn", "forces_fn", "stress_fn", "name", "cutoff", "elements", "info", "stress_available"],
+    meta_fields=["energy_fn", "forces_fn", "stress_fn", "name", "cutoff", "elements", "info", "stress_available",
+                 "max_batch"],
 )
 
 

@@ -30,12 +30,13 @@ def set_dtype(name: str) -> Any:
     return jnp.float64 if name == "float64" else jnp.float32
 
 
-def load_model(spec: str, defects: list[str] | None = None):
+def load_model(spec: str, defects: list[str] | None = None, max_batch: str | None = None):
     """Resolve ``--model``: a registered name, a registry spec with arguments (``jax-sevennet:7net-0``,
     ``jax-sevennet:7net-mf-0:PBE@float32``; :func:`jaxcert.models.from_spec`), ``module:attr`` (a Model or a
     zero-argument factory returning one), or a bridged model (``chgnet``, ``sevennet:7net-0``, ``ase:module:attr``,
     options after ``@`` such as ``chgnet@float64,fd``; needs jaxcert-bridges); then apply
-    ``--defect name=strength`` wrappers in order."""
+    ``--defect name=strength`` wrappers in order, and ``--max-batch`` (a positive integer, or "none" for no
+    limit) over the model's own :attr:`~jaxcert.Model.max_batch`."""
 
     head = spec.split(":", 1)[0].split("@", 1)[0]
     # bridged names first: "sevennet" is the torch bridge here; the native one is "jax-sevennet:..." (a registry
@@ -80,6 +81,9 @@ def load_model(spec: str, defects: list[str] | None = None):
             raise inputs.InputError(f"unknown defect {name!r}; available: {', '.join(sorted(dmod.DEFECTS))}")
         strength = inputs.finite("--defect", val) if val else None
         model = dmod.DEFECTS[name](model, strength) if val else dmod.DEFECTS[name](model)
+    if max_batch is not None:
+        model = model.replace(max_batch=None if str(max_batch).lower() == "none"
+                              else inputs.integer("--max-batch", max_batch, minimum=1))
     return model
 
 
@@ -90,4 +94,6 @@ def model_args(q: argparse.ArgumentParser) -> None:
     q.add_argument("--defect", action="append", default=[], metavar="NAME=STRENGTH",
                    help="wrap the model in a defect (repeatable), e.g. curl=0.3")
     q.add_argument("--dtype", default="float64", help="float64 (default) or float32")
+    q.add_argument("--max-batch", metavar="N", help="evaluate at most N geometries at once (a memory budget; "
+                   "larger batches run in chunks); 'none' lifts the model's own limit (jax-sevennet: 32)")
     q.add_argument("--json", help="write the JSON report here")

@@ -126,7 +126,7 @@ def cmd_attack(a: argparse.Namespace) -> int:
     if v["rattle"] > 0:
         atoms.rattle(v["rattle"], seed=v["rattle_seed"])
     dtype = set_dtype(a.dtype)
-    model = load_model(a.model, a.defect)
+    model = load_model(a.model, a.defect, a.max_batch)
     s = Structure.from_ase(atoms, dtype=dtype)
     specs = tuple(AttackSpec(n, 1 if n == "fgsm" else v["n_steps"], v["alpha_ratio"] if n == "pgd" else None,
                              True if (a.random_start and n != "pgd") else None) for n in v["names"])

@@ -37,7 +37,7 @@ def cmd_certify(a: argparse.Namespace) -> int:
         folder = os.path.dirname(os.path.abspath(path)) if path else None
         if folder and not os.path.isdir(folder):
             raise inputs.InputError(f"{flag}: no such directory {folder!r} for {path!r}")
-    model = load_model(a.model, a.defect)
+    model = load_model(a.model, a.defect, a.max_batch)
     inputs.split_supported("--elements", model, elements, skip_unsupported=a.skip_unsupported)
     finished = load_finished(a.json, model, elements, seed, dtype) if a.resume else []
     kept = [o.name for o in finished if o.name in names]
@@ -73,7 +73,7 @@ def cmd_lambda(a: argparse.Namespace) -> int:
 
     step = inputs.positive("--step", a.step, "Å", maximum=0.1)
     gate = inputs.positive("--gate", a.gate, maximum=1.0)
-    model = load_model(a.model, a.defect)
+    model = load_model(a.model, a.defect, a.max_batch)
     res = lam(model, fd=a.fd, step=step, dtype=dtype, gate=gate)
     print(res.table())
     if a.json:

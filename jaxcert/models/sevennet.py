@@ -62,13 +62,15 @@ from jaxcert.neighbors import pairs
 from jaxcert.structure import Structure
 
 __all__ = ["sevennet", "from_spec", "load_converted", "converted_path", "weights_dir", "SevenNetUnavailable",
-           "DEFAULT_CAPACITY", "SHIPPED"]
+           "DEFAULT_CAPACITY", "DEFAULT_MAX_BATCH", "SHIPPED"]
 
 #: Checkpoints shipped inside the sevenn wheel (converted on first use).
 SHIPPED: tuple[str, ...] = ("7net-0", "7net-0_11July2024", "7net-0_22May2024", "7net-mf-0", "7net-l3i5")
 
 #: Default neighbour slots per atom (within 5 Å: fcc metals ~42, diamond carbon 92, 10 % compressed diamond ~126).
 DEFAULT_CAPACITY = 160
+#: Geometries evaluated at once by default (:attr:`jaxcert.Model.max_batch`; docs/sevennet.md "Memory").
+DEFAULT_MAX_BATCH = 32
 
 _FORMAT = "jaxcert-sevennet"
 _FORMAT_VERSION = 1
@@ -413,7 +415,7 @@ def _gate(op: dict[str, Any], x: jax.Array) -> jax.Array:
 # ------------------------------------------------------------------------------------------- factory
 def sevennet(checkpoint: str = "7net-0", modal: str | None = None, path: str | None = None,
              capacity: int | None = DEFAULT_CAPACITY, precision: str | None = None,
-             _flip_edges: bool = False) -> Model:
+             max_batch: int | None = DEFAULT_MAX_BATCH, _flip_edges: bool = False) -> Model:
     """SevenNet as a native JAX :class:`jaxcert.Model` (``docs/sevennet.md``).
 
     Args:
@@ -425,6 +427,10 @@ def sevennet(checkpoint: str = "7net-0", modal: str | None = None, path: str | N
       precision: "float32" or "float64" to evaluate the network in that precision whatever the dtype of
         the structure (inputs cast in, the energy cast back, so derivatives flow through the casts), or
         ``None`` (default) to follow the structure's dtype.  "float64" needs JAX's x64 mode.
+      max_batch: geometries evaluated at once (:attr:`jaxcert.Model.max_batch`; :mod:`jaxcert.batching`).
+        The default 32 bounds a probe program's working memory to about 1 GB on 13-atom clusters
+        (about 27 MB per energy+forces evaluation in float32, from XLA's memory analysis); ``None`` lets
+        whole probe batches run at once, which needs more than 24 GB for the default suite.
 
     Raises:
       ValueError: an unknown ``modal``/``precision``, or "float64" without x64.
@@ -474,7 +480,7 @@ def sevennet(checkpoint: str = "7net-0", modal: str | None = None, path: str | N
             ("parameters", str(config.get("n_parameters"))))
     name = f"jax-sevennet-{checkpoint}" + (f"-{modal}" if modal else "") + (f"@{precision}" if precision else "")
     return Model(energy_fn, params=params, name=name, cutoff=float(config["cutoff"]),
-                 elements=tuple(sorted(type_map)), info=info)
+                 elements=tuple(sorted(type_map)), info=info, max_batch=max_batch)
 
 
 def from_spec(args: str, options: list[str]) -> Model:

@@ -33,6 +33,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from jaxcert import batching
 from jaxcert.derivatives import EXACT
 from jaxcert.model import Model
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, precision_bits, register, resolve_substrate, score_map
@@ -128,7 +129,7 @@ def _betti(model: Model, alpha: jax.Array, beta: jax.Array, s: Structure, cfg: B
     def one(a, b):
         return column(a)[b], column(b)[a]  # H_{β,α}, H_{α,β}
 
-    h_ba, h_ab = jax.vmap(one)(alpha, beta)
+    h_ba, h_ab = batching.vmap(one, model.max_batch)(alpha, beta)
     asym = jnp.abs(h_ba - h_ab)
     d = jnp.mean(asym)
     details = {

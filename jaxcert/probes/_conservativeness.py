@@ -46,6 +46,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from jaxcert import batching
 from jaxcert.derivatives import EXACT, fd_step
 from jaxcert.model import Model
 from jaxcert.probes.base import (
@@ -152,7 +153,7 @@ def _conservativeness(model: Model, s: Structure, cfg: ConservativenessConfig) -
             E, F = model.energy_of(model.params, st), model.forces_of(model.params, st)
             return E, F[j] @ u
 
-        E, p = jax.vmap(one)(grid)
+        E, p = batching.vmap(one, model.max_batch)(grid)
         g_in = -(E[:-4] - 8 * E[1:-3] + 8 * E[3:-1] - E[4:]) / (12 * h)
         nan2 = jnp.full((2,), jnp.nan, dt)
         g = jnp.concatenate([nan2, g_in, nan2])

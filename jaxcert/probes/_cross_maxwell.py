@@ -105,6 +105,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcert import batching
 from jaxcert.derivatives import EXACT, voigt_strain
 from jaxcert.model import Model, strain, voigt
 from jaxcert.neighbors import det3, inv3
@@ -179,10 +180,10 @@ def energy_torque(engine: Any, model: Model, s: Structure) -> jax.Array:
     h = engine.h(s)
     O = _rotation_generators(dt)
     if engine.order == 2:
-        d = jax.vmap(lambda W: (energy(h * W) - energy(-h * W)) / (2 * h))(O)
+        d = batching.vmap(lambda W: (energy(h * W) - energy(-h * W)) / (2 * h), model.max_batch)(O)
     else:
-        d = jax.vmap(lambda W: (-energy(2 * h * W) + 8 * energy(h * W) - 8 * energy(-h * W)
-                                + energy(-2 * h * W)) / (12 * h))(O)
+        d = batching.vmap(lambda W: (-energy(2 * h * W) + 8 * energy(h * W) - 8 * energy(-h * W)
+                                     + energy(-2 * h * W)) / (12 * h), model.max_batch)(O)
     return 0.5 * jnp.einsum("k,kab->ab", d, O)
 
 

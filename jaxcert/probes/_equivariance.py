@@ -36,6 +36,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from jaxcert import batching
 from jaxcert.derivatives import EXACT
 from jaxcert.model import Model
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, resolve_substrate
@@ -146,7 +147,7 @@ def equivariance(
         f = jnp.sqrt(jnp.sum(jnp.where(real, F - F0 @ Qk.T, 0.0) ** 2))
         return e, f
 
-    e, f = jax.vmap(one)(Q)
+    e, f = batching.vmap(one, model.max_batch)(Q)
     e_bar, f_bar = jnp.mean(e), jnp.mean(f)
     defect = e_bar / config.scale_energy + f_bar / config.scale_force
     score = jnp.exp(-jnp.abs(defect))

@@ -54,6 +54,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcert import batching
 from jaxcert.derivatives import EXACT
 from jaxcert.model import Model
 from jaxcert.neighbors import inv3
@@ -188,7 +189,7 @@ def representation(
         E, F = evaluate(s.replace(positions=jnp.where(s.mask[:, None], s.positions + sk * t, s.positions)))
         return E / n, rms(F - F0, w)
 
-    e_tr, f_tr = jax.vmap(translated)(steps)
+    e_tr, f_tr = batching.vmap(translated, model.max_batch)(steps)
     comps["translation"] = (jnp.max(e_tr) - jnp.min(e_tr), jnp.max(f_tr))
 
     # (iv) permutation: atoms[pi], unpermuted by F_u[pi] = F_pi

@@ -36,6 +36,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from jaxcert import batching
 from jaxcert.derivatives import EXACT
 from jaxcert.model import Model
 from jaxcert.probes.base import ProbeResult, ProbeSpec, bond_of, finalize, register, require_atoms, resolve_substrate
@@ -153,7 +154,7 @@ def _smoothness(model: Model, s: Structure, cfg: SmoothnessConfig) -> ProbeResul
         st = s.replace(positions=s.positions.at[j].add(off * u))
         return model.energy_of(model.params, st), model.forces_of(model.params, st)[j] @ u
 
-    E, p = jax.vmap(one)(grid)
+    E, p = batching.vmap(one, model.max_batch)(grid)
     t = smoothness_terms(E, p, cfg.jolt_threshold, cfg.flip_rel_tol)
     D = t.pop("defect")
     details = {

@@ -60,6 +60,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcert import batching
 from jaxcert.derivatives import EXACT
 from jaxcert.model import Model
 from jaxcert.probes.base import (
@@ -125,7 +126,8 @@ def three_body_decay(model: Model, s: Structure, offsets: jax.Array, noise_rel: 
         np.eye(3, dtype=bool), [[True, False, True]],
         np.tile([[True, True, True], [True, True, False], [False, True, True]], (k, 1)),
     ])
-    e = jax.vmap(lambda R_, m: model.energy_of(model.params, s.replace(positions=R_, mask=m)))(Rb, jnp.asarray(masks))
+    e = batching.vmap(lambda R_, m: model.energy_of(model.params, s.replace(positions=R_, mask=m)),
+                      model.max_batch)(Rb, jnp.asarray(masks))
     e_mono, e_ca = e[:3], e[3]
     e_abc, e_ab, e_bc = e[4::3], e[5::3], e[6::3]
     d3 = e_abc - (e_ab + e_bc + e_ca) + jnp.sum(e_mono)
@@ -170,7 +172,8 @@ def unit_pairs(key: jax.Array, mask: jax.Array, n_pairs: int, dtype: Any) -> jax
 def transverse_asymmetry(model: Model, s: Structure, uw: jax.Array, engine: Any = EXACT) -> jax.Array:
     """a_k = |w_kᵀ(J u_k) − u_kᵀ(J w_k)| in eV/Å² for the pairs ``uw`` (n_pairs, 2, n, 3) of :func:`unit_pairs`."""
     n_pairs = uw.shape[0]
-    j = jax.vmap(lambda v: engine.force_jvp(model, s, v))(uw.reshape(2 * n_pairs, *s.positions.shape))
+    j = batching.vmap(lambda v: engine.force_jvp(model, s, v), model.max_batch)(
+        uw.reshape(2 * n_pairs, *s.positions.shape))
     j = j.reshape(uw.shape)
     u, w, ju, jw = uw[:, 0], uw[:, 1], j[:, 0], j[:, 1]
     return jnp.abs(jnp.sum(w * ju, axis=(1, 2)) - jnp.sum(u * jw, axis=(1, 2)))

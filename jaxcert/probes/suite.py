@@ -46,7 +46,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert import cache, dynamics, inputs, substrates
+from jaxcert import batching, cache, dynamics, inputs, substrates
 from jaxcert.model import Model, UnsupportedElement, is_unsupported_structure
 from jaxcert.probes.base import NOT_RUN, PROBES, STATUS_NAMES, UNSUPPORTED, ProbeSkip
 from jaxcert.report import Report
@@ -489,7 +489,8 @@ def _compiled(model: Model, spec, cfg, extra_names: tuple[str, ...]):
         def one(k, s, *extra):
             return spec.fn(model, k, config=cfg, substrate=s, **dict(zip(extra_names, extra, strict=True)))
 
-        _remember(key, model, jax.jit(jax.vmap(one)), ("probe", spec.name, cfg, extra_names, model))
+        run = jax.jit(batching.vmap(one, model.max_batch))
+        _remember(key, model, run, ("probe", spec.name, cfg, extra_names, model))
     return _COMPILED[key][1]
 
 
@@ -497,7 +498,8 @@ def _trajectory_program(model: Model, thermostat, n_steps: int):
     """The jitted, vmapped Langevin trajectory (cached like the probes' programs)."""
     key = (id(model), "trajectory", thermostat, n_steps)
     if key not in _COMPILED:
-        run = jax.jit(jax.vmap(lambda k, s: dynamics.langevin_trajectory(model, s, k, thermostat, n_steps=n_steps)))
+        run = jax.jit(batching.vmap(lambda k, s: dynamics.langevin_trajectory(model, s, k, thermostat, n_steps=n_steps),
+                                    model.max_batch))
         _remember(key, model, run, ("trajectory", thermostat, n_steps, model))
     return _COMPILED[key][1]
 

@@ -178,6 +178,7 @@ def wrap(
         cutoff=_combine_cutoff(inner.cutoff, cutoff),
         elements=inner.elements,
         info=(*inner.info, ("defect", tag), ("breaks", identity)),
+        max_batch=inner.max_batch,
     )
 
 

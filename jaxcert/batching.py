@@ -1,0 +1,104 @@
+r"""Batched model evaluation under a memory budget: ``vmap`` that becomes a chunked loop when it must.
+
+A probe evaluates the model on many geometries at once: the suite vmaps over elements, a probe vmaps over
+its scan grid (``smoothness``: 81 points), and ``jacfwd`` pushes 3N tangents through the force at once.
+These batches multiply.  For a small analytic potential that is what makes the suite fast; for a large
+network it is a memory wall: the native SevenNet-0 (5 interaction layers, about 30 kB of edge features per
+edge per layer in float32) holds the residuals of every edge of every geometry of the batch for the
+backward pass, so 10 elements × 81 points of 13-atom clusters (137 k edges) need more than 24 GB.
+
+:attr:`jaxcert.Model.max_batch` sets how many geometries the model may see at once.  Every batched
+evaluation in jaxcert goes through :func:`vmap` (and :func:`jacfwd`), which keeps track, at trace time, of
+the batch already opened by the enclosing calls (the product of their sizes).  While the product stays
+within the budget it is ``jax.vmap``; beyond it the batch is evaluated by ``jax.lax.map`` in chunks of
+``max(1, budget // enclosing)`` geometries, one chunk after another, so at most about ``budget``
+geometries are live at once.  Results are those of ``jax.vmap`` (a chunked loop computes the same
+function; on the CPU they agree to the last bit in the tests, ``tests/test_batching.py``), derivatives
+included, and ``max_batch=None`` (the default, every built-in potential) is plain ``jax.vmap``: the
+programs are unchanged.
+
+The budget counts geometries, not bytes: a force evaluation (reverse mode) and a jvp of it count one each.
+``docs/architecture.md`` "Batching and memory" says how to choose it; the CLI sets it with
+``--max-batch``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+__all__ = ["vmap", "jacfwd", "enclosing"]
+
+_state = threading.local()
+
+
+def enclosing() -> int:
+    """The product of the batch sizes opened by the enclosing :func:`vmap` calls (1 outside any)."""
+    return getattr(_state, "outer", 1)
+
+
+@contextlib.contextmanager
+def _opened(size: int) -> Iterator[None]:
+    before = enclosing()
+    _state.outer = before * max(int(size), 1)
+    try:
+        yield
+    finally:
+        _state.outer = before
+
+
+def _leading(args: tuple) -> int:
+    sizes = {x.shape[0] for x in jax.tree_util.tree_leaves(args) if hasattr(x, "shape") and x.ndim > 0}
+    if len(sizes) != 1:
+        raise ValueError(f"batching.vmap: mapped arguments need one leading size, got {sorted(sizes)}")
+    return sizes.pop()
+
+
+def vmap(f: Callable[..., Any], max_batch: int | None = None) -> Callable[..., Any]:
+    """``jax.vmap(f)`` over the leading axis of every argument, chunked to respect ``max_batch``.
+
+    Args:
+      f: the per-item function.
+      max_batch: how many geometries may be evaluated at once, counting the enclosing batches
+        (:attr:`jaxcert.Model.max_batch`); ``None`` is plain ``jax.vmap``.
+
+    Returns:
+      A function of the stacked arguments, returning the stacked results.
+    """
+    if max_batch is None:
+        return jax.vmap(f)
+    if int(max_batch) < 1:
+        raise ValueError(f"max_batch must be a positive integer or None, got {max_batch!r}")
+
+    def mapped(*args: Any) -> Any:
+        n = _leading(args)
+        room = max(1, int(max_batch) // enclosing())
+        if n <= room:
+            with _opened(n):
+                return jax.vmap(f)(*args)
+        with _opened(room):
+            return jax.lax.map(lambda a: f(*a), args, batch_size=room)
+
+    return mapped
+
+
+def jacfwd(f: Callable[[jax.Array], jax.Array], max_batch: int | None = None) -> Callable[[jax.Array], jax.Array]:
+    """``jax.jacfwd(f)`` for an array argument: one jvp per input component, batched by :func:`vmap`.
+
+    The Jacobian has shape ``f(x).shape + x.shape``, as ``jax.jacfwd`` gives it.
+    """
+    if max_batch is None:
+        return jax.jacfwd(f)
+
+    def jac(x: jax.Array) -> jax.Array:
+        basis = jnp.eye(x.size, dtype=x.dtype).reshape(x.size, *x.shape)
+        cols = vmap(lambda v: jax.jvp(f, (x,), (v,))[1], max_batch)(basis)  # (x.size, *out)
+        out_ndim = cols.ndim - 1
+        return jnp.moveaxis(cols, 0, -1).reshape(*cols.shape[1:], *x.shape) if out_ndim else cols.reshape(x.shape)
+
+    return jac
