@@ -51,7 +51,8 @@ from jaxcert.geometry import inv3
 from jaxcert.neighbors import pairs, with_images
 from jaxcert.structure import MAX_Z, Structure, StructureError, UnsupportedStructure
 
-__all__ = ["Graph", "build_graph", "species_table", "jax_md_energy", "graph_energy", "flax_apply", "SPACES"]
+__all__ = ["Graph", "build_graph", "species_table", "jax_md_energy", "graph_energy", "flax_apply", "mlip_energy",
+           "SPACES"]
 
 #: The jax-md spaces the adapter supports (``jax_md.space.free`` and ``jax_md.space.periodic_general``).
 SPACES = ("free", "periodic_general")
@@ -362,3 +363,72 @@ def jax_md_energy(energy_fn: Callable[..., jax.Array], cutoff: float, *, space: 
         return E / copies * _nan_unless(ok, E.dtype)
 
     return energy
+
+
+# ------------------------------------------------------------------------------------------------ mlip
+def mlip_energy(force_field: Any, capacity: int | None = None
+                ) -> tuple[Callable[[Any, Structure], jax.Array], float, tuple[int, ...], str]:
+    """(energy(params, s), cutoff Å, elements, network name) of an InstaDeep ``mlip`` ``ForceField``.
+
+    jaxcert builds mlip's own ``Graph`` from its neighbour search (``docs/adapters.md`` §3): nodes are the
+    structure's atom slots plus one padding node in a second, padding graph (mlip's convention for
+    padding: its masks drop the last graph); the edges are the pairs within the cutoff, receiver i and
+    sender j, with mlip's edge vector ``R[receiver] − R[sender] + shift·cell`` = r_i − (r_j + k·h), so the
+    integer image offsets k are recovered from jaxcert's pairs (on stop-gradient values) and the
+    positions R and cell h enter exactly as mlip uses them: F = −∇_R E and σ = V⁻¹∂E/∂ε are exact.
+    Slots that are not a pair within the cutoff become edges of the padding node (zero vectors, masked
+    by mlip).  The energy is the sum of the network's per-node energies over real atoms; the weights
+    (``force_field.params``) are the Model's parameter leaf.
+    """
+    predictor = getattr(force_field, "predictor", None)
+    network = getattr(predictor, "mlip_network", None)
+    if network is None or not hasattr(force_field, "params") or not hasattr(force_field, "cutoff_distance"):
+        raise TypeError(f"from_mlip: expected an mlip.models.ForceField, got {type(force_field).__name__}")
+    from mlip.graph import Graph as MlipGraph  # the user's mlip: only reached with an mlip ForceField
+    from mlip.graph import GraphEdges, GraphGlobals, GraphNodes
+    from mlip.graph.edge_ordering import DEFAULT_EDGE_ORDERING
+
+    config, info = network.config, network.dataset_info
+    refused = [name for name in ("use_coulomb_term", "use_total_charge_embedding") if getattr(config, name, False)]
+    if getattr(info, "long_range_cutoff_angstrom", None) is not None:
+        refused.append("long_range_cutoff_angstrom")
+    if getattr(force_field, "inference_context", None) is not None:
+        refused.append("inference_context (call force_field.prepare_experts_for_inference() and drop it)")
+    if refused:
+        raise ValueError(f"from_mlip: this ForceField uses {', '.join(refused)}; the adapter evaluates "
+                                   "short-range energies of neutral structures only (docs/adapters.md §3)")
+    cutoff = float(force_field.cutoff_distance)
+    elements = tuple(sorted(int(z) for z in force_field.allowed_atomic_numbers))
+    z_pad = elements[0]
+
+    def node_energies(module: Any, graph: Any) -> jax.Array:
+        return module.mlip_network(graph).nodes.features["energy"]
+
+    def energy(params: Any, s: Structure) -> jax.Array:
+        if s.positions.ndim != 2:
+            raise StructureError("from_mlip takes an unbatched structure; vmap over batches")
+        dR, j, valid, ok = _edges(s, cutoff, capacity)
+        n, m = valid.shape
+        R, dt = s.positions, s.positions.dtype
+        if s.periodic:  # r_j + k·h − r_i = dR: the integer offsets k, exact on stop-gradient values
+            t = jax.lax.stop_gradient(dR - (R[j] - R[:, None, :]))
+            h = jax.lax.stop_gradient(_vacuum_cell(s, cutoff))
+            k = jnp.round(t @ inv3(h)) * jnp.asarray(s.pbc, dt)
+        else:
+            k = jnp.zeros_like(dR)
+        pad = n  # the padding node
+        graph = MlipGraph(
+            nodes=GraphNodes(positions=jnp.concatenate([R, jnp.zeros((1, 3), dt)]),
+                             atomic_numbers=jnp.concatenate([jnp.where(s.mask, s.numbers, z_pad),
+                                                             jnp.full((1,), z_pad, s.numbers.dtype)])),
+            edges=GraphEdges(shifts=jnp.where(valid[..., None], -k, 0.0).reshape(n * m, 3), displ_fun=None),
+            globals=GraphGlobals(cell=jnp.stack([s.cell, jnp.zeros((3, 3), dt)]), weight=jnp.ones(2, dt)),
+            n_node=jnp.asarray([n, 1]), n_edge=jnp.asarray([n * m, 0]),
+            senders=jnp.where(valid, j, pad).reshape(-1).astype(jnp.int32),
+            receivers=jnp.where(valid, jnp.arange(n, dtype=jnp.int32)[:, None], pad).reshape(-1),
+        ).sort_edges(DEFAULT_EDGE_ORDERING)
+        e = jnp.asarray(predictor.apply(params, graph, method=node_energies)).reshape(n + 1)
+        E = jnp.sum(jnp.where(s.mask, e[:n], 0.0))
+        return E * _nan_unless(ok, E.dtype)
+
+    return energy, cutoff, elements, type(network).__name__

@@ -164,6 +164,21 @@ class Model:
         apply_fn, prm = _adapters.flax_apply(module, params)
         return cls.from_graph_module(apply_fn, prm, cutoff=cutoff, species=species, capacity=capacity, name=name)
 
+    @classmethod
+    def from_mlip(cls, force_field: Any, *, capacity: int | None = None, name: str | None = None) -> Model:
+        """An InstaDeep ``mlip`` ``ForceField`` (NequIP, MACE, ViSNet, ...) as a Model (``docs/adapters.md`` §3).
+
+        jaxcert builds mlip's ``Graph`` from its own neighbour search, with the integer image shifts and the
+        cell mlip expects, so forces and stress are exact derivatives of mlip's energy; the force field's
+        ``params`` become the Model's parameter leaf and its ``allowed_atomic_numbers`` the supported
+        elements.  Models with a Coulomb term, a total-charge embedding, a long-range graph or an inference
+        context are refused.  Identities tested (``tests/test_adapters_mlip.py``): E, F and σ equal the
+        ForceField's own prediction on mlip's own graph (float64), for bulk, slab, cluster and padded input.
+        """
+        fn, cutoff, elements, net = _adapters.mlip_energy(force_field, capacity)
+        return cls(energy_fn=fn, params=force_field.params, name=name or f"mlip-{net.lower()}", cutoff=cutoff,
+                   elements=elements, info=(("source", f"mlip ForceField ({net})"), ("adapter", "docs/adapters.md §3")))
+
     # -------------------------------------------------------------- plumbing
     def replace(self, **changes: Any) -> Model:
         return dataclasses.replace(self, **changes)
