@@ -138,6 +138,7 @@ def test_certify_from_the_cli_with_module_attr(tmp_path, monkeypatch, capsys):
 def test_importing_jaxcert_never_loads_mlip():
     import subprocess
 
-    code = "import sys, jaxcert, jaxcert.model; bad = [m for m in ('mlip', 'e3j') if m in sys.modules]; assert not bad, bad"
+    code = ("import sys, jaxcert, jaxcert.model; "
+            "bad = [m for m in ('mlip', 'e3j') if m in sys.modules]; assert not bad, bad")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
