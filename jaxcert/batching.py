@@ -59,30 +59,44 @@ def _leading(args: tuple) -> int:
     return sizes.pop()
 
 
-def vmap(f: Callable[..., Any], max_batch: int | None = None) -> Callable[..., Any]:
-    """``jax.vmap(f)`` over the leading axis of every argument, chunked to respect ``max_batch``.
+def vmap(f: Callable[..., Any], max_batch: int | None = None, in_axes: int | None | tuple = 0
+         ) -> Callable[..., Any]:
+    """``jax.vmap(f, in_axes)``, chunked to respect ``max_batch``.
 
     Args:
       f: the per-item function.
       max_batch: how many geometries may be evaluated at once, counting the enclosing batches
         (:attr:`jaxcert.Model.max_batch`); ``None`` is plain ``jax.vmap``.
+      in_axes: 0 (every argument mapped over its leading axis), or a tuple with 0 or ``None`` per
+        argument (``None``: the argument is shared by every item).
 
     Returns:
       A function of the stacked arguments, returning the stacked results.
     """
     if max_batch is None:
-        return jax.vmap(f)
+        return jax.vmap(f, in_axes=in_axes)
     if int(max_batch) < 1:
         raise ValueError(f"max_batch must be a positive integer or None, got {max_batch!r}")
 
     def mapped(*args: Any) -> Any:
-        n = _leading(args)
+        axes = tuple(in_axes) if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
+        if len(axes) != len(args) or any(a not in (0, None) for a in axes):
+            raise ValueError(f"batching.vmap: in_axes must be 0 or None per argument, got {in_axes!r}")
+        which = [i for i, a in enumerate(axes) if a == 0]
+        n = _leading(tuple(args[i] for i in which))
         room = max(1, int(max_batch) // enclosing())
         if n <= room:
             with _opened(n):
-                return jax.vmap(f)(*args)
+                return jax.vmap(f, in_axes=in_axes)(*args)
+
+        def item(xs: tuple) -> Any:
+            full = list(args)
+            for i, x in zip(which, xs, strict=True):
+                full[i] = x
+            return f(*full)
+
         with _opened(room):
-            return jax.lax.map(lambda a: f(*a), args, batch_size=room)
+            return jax.lax.map(item, tuple(args[i] for i in which), batch_size=room)
 
     return mapped
 

@@ -129,3 +129,31 @@ def test_cli_max_batch_reaches_the_model_and_changes_no_result(tmp_path):
         out[b] = json.loads(path.read_text())
     d = [[p["defect"] for p in o["probes"] if p["name"] == "smoothness"] for o in out.values()]
     assert len(d[0]) == 1 and np.allclose(d[0], d[1], rtol=1e-9, atol=1e-12)
+
+
+def test_shared_arguments_with_in_axes_none():
+    x, w = jnp.arange(12.0).reshape(6, 2), jnp.asarray([0.5, -1.5])
+    f = lambda a, b: jnp.tanh(a @ b) * a  # noqa: E731
+    ref = jax.vmap(f, in_axes=(0, None))(x, w)
+    for budget in (None, 2, 4, 6):
+        got = jax.jit(batching.vmap(f, budget, in_axes=(0, None)))(x, w)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(ref))
+    assert _has_loop(batching.vmap(f, 4, in_axes=(0, None)), x, w)
+    with pytest.raises(ValueError, match="in_axes"):
+        batching.vmap(f, 2, in_axes=(1, None))(x, w)
+
+
+def test_the_attack_grid_under_a_budget_matches_the_unbatched_grid():
+    from jaxcert.attacks import pipeline
+
+    model = models.get("lj")
+    atoms = [bulk("Ar", "fcc", a=5.26, cubic=True), bulk("Ar", "fcc", a=5.3, cubic=True)]
+    for k, a in enumerate(atoms):
+        a.rattle(0.02, seed=k)
+    kw = dict(epsilons=[0.02, 0.05], seeds=(1, 2), config=pipeline.PipelineConfig(max_steps=40))
+    ref = pipeline.run_grid(model, [jaxcert.Structure.from_ase(a, dtype=jnp.float64) for a in atoms], **kw)
+    got = pipeline.run_grid(model.replace(max_batch=3),
+                            [jaxcert.Structure.from_ase(a, dtype=jnp.float64) for a in atoms], **kw)
+    for a, b in zip(jax.tree.leaves(ref), jax.tree.leaves(got), strict=True):
+        if hasattr(a, "dtype") and jnp.issubdtype(a.dtype, jnp.floating):
+            np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-9, atol=1e-12)

@@ -47,7 +47,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert import inputs, neighbors
+from jaxcert import batching, inputs, neighbors
 from jaxcert.attacks import losses as _losses
 from jaxcert.attacks.attacks import SIGN_START, sign_attack
 from jaxcert.attacks.attacks import run as _run_attack
@@ -323,8 +323,8 @@ def _one_run(model, s, spec, eps, seed, cfg):
 
 @partial(jax.jit, static_argnames=("cfg",))
 def _relax_batch(model, s, cfg):
-    ref = jax.vmap(lambda x: _relax(model, x, cfg))(s)
-    return ref, jax.vmap(lambda x: _stage(model, x))(ref.structure)
+    ref = batching.vmap(lambda x: _relax(model, x, cfg), model.max_batch)(s)
+    return ref, batching.vmap(lambda x: _stage(model, x), model.max_batch)(ref.structure)
 
 
 def relax_batch(model: Model, s: Structure, config: PipelineConfig = PipelineConfig()) -> tuple[RelaxResult, Stage]:
@@ -348,10 +348,11 @@ def _grid(model, s_ref, eps, seeds, n, ratio, rs, proj, sign, cfg, max_n):
         return attack_relax(model, s, eps[i_e], key, n[i_a], ratio[i_a], rs[i_a], proj[i_a], cfg, max_n,
                             sign_start=sign[i_a])
 
-    f = jax.vmap(one, in_axes=(None, None, None, None, 0))  # seeds
-    f = jax.vmap(f, in_axes=(None, None, None, 0, None))  # ε
-    f = jax.vmap(f, in_axes=(None, None, 0, None, None))  # attacks
-    f = jax.vmap(f, in_axes=(0, 0, None, None, None))  # structures
+    b = model.max_batch  # a memory budget: batches beyond it run in chunks (jaxcert.batching)
+    f = batching.vmap(one, b, in_axes=(None, None, None, None, 0))  # seeds
+    f = batching.vmap(f, b, in_axes=(None, None, None, 0, None))  # ε
+    f = batching.vmap(f, b, in_axes=(None, None, 0, None, None))  # attacks
+    f = batching.vmap(f, b, in_axes=(0, 0, None, None, None))  # structures
     return f(s_ref, jnp.arange(S), jnp.arange(A), jnp.arange(E), keys)
 
 
