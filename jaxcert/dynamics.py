@@ -201,7 +201,7 @@ def velocity_verlet(model: Model, s: Structure, velocities: jax.Array, timestep_
     and the run repeated (:func:`jaxcert.neighbors.rerun_on_overflow`).
     """
     s = model.prepare(s)
-    return neighbors.rerun_on_overflow(lambda t: (r := _verlet(model, t, velocities, timestep_fs, n_steps),
+    return neighbors.rerun_on_overflow(lambda t: (r := _VERLET(model, t, velocities, timestep_fs, n_steps),
                                                   neighbors.list_ok(r.neighbor_state)), s, "velocity_verlet")[0]
 
 
@@ -413,7 +413,7 @@ def langevin_trajectory(model: Model, s: Structure, key: jax.Array, config: Lang
     overflowed list is enlarged and the whole trajectory recomputed (:func:`jaxcert.neighbors.rerun_on_overflow`).
     """
     s = model.prepare(s)
-    return neighbors.rerun_on_overflow(lambda t: _trajectory(model, t, key, config, n_steps), s,
+    return neighbors.rerun_on_overflow(lambda t: _TRAJECTORY(model, t, key, config, n_steps), s,
                                        "langevin_trajectory")[0]
 
 
@@ -538,3 +538,9 @@ def trajectory_details(traj: Trajectory, config, reused, traj_evals) -> dict:
             "md_evals": traj_evals,
         },
     }
+
+
+# Jitted (step counts and configs static), so a second host call reuses the compiled loop instead of tracing fresh closures
+# (the same fix as jaxcert.relax's host drivers).
+_VERLET = jax.jit(_verlet, static_argnums=(4,))
+_TRAJECTORY = jax.jit(_trajectory, static_argnums=(3, 4))
