@@ -68,14 +68,15 @@ def compare(native: dict, bridge: dict) -> list[dict]:
         db = {e: b["per_element"][e]["defect"] for e in els}
         finite = [e for e in els if da[e] is not None and db[e] is not None]
         diff = {e: abs(da[e] - db[e]) for e in finite}
-        rel = {e: diff[e] / max(abs(db[e]), 1e-300) for e in finite}
+        rel = {e: diff[e] / max(abs(da[e]), abs(db[e])) if diff[e] else 0.0 for e in finite}
         worst = max(finite, key=lambda e: diff[e]) if finite else None
         rows.append({
             "probe": name,
             "native_defect": a["defect"], "bridge_defect": b["defect"],
             "native_per_element": da, "bridge_per_element": db,
             "max_abs_diff": diff[worst] if worst else None, "max_abs_diff_element": worst,
-            "max_rel_diff": max(rel.values()) if rel else None,
+            "max_rel_diff": max(rel.values()) if rel else None,  # |a - b| / max(|a|, |b|)
+            "gates_equal": [a["per_element"][e]["gate"] for e in els] == [b["per_element"][e]["gate"] for e in els],
             "native_gates": [a["per_element"][e]["gate"] for e in els],
             "bridge_gates": [b["per_element"][e]["gate"] for e in els],
             "native_status": a["status"], "bridge_status": b["status"],
@@ -90,6 +91,8 @@ def main() -> None:
     ap.add_argument("--dtype", default="float32", choices=("float32", "float64"))
     ap.add_argument("--native-report", help="compare this existing report instead of running the suite")
     ap.add_argument("--bridge-report", default=str(RESULTS / "sevennet_7net-0_certify_float32.json"))
+    ap.add_argument("--warm-report", help="a second report of the same run with the persistent cache filled "
+                    "(its wall times are recorded beside the cold ones)")
     ap.add_argument("--cache", help="JAXCERT_CACHE_DIR for the child (a fresh directory: cold; 'off': none)")
     a = ap.parse_args()
     load_start = os.getloadavg()
@@ -114,9 +117,19 @@ def main() -> None:
         "native_gates": [native["aggregate"]["gates_passed"], native["aggregate"]["gates_total"]],
         "bridge_gates": [bridge["aggregate"]["gates_passed"], bridge["aggregate"]["gates_total"]],
         "measured_here": measured, "probes": rows,
+        "warm": None,
         "note": "The bridge report was measured in an earlier session (its load is recorded in it); the ratio "
                 "compares two runs, not one.",
     }
+    if a.warm_report:
+        warm = json.loads(pathlib.Path(a.warm_report).read_text())
+        result["warm"] = {"report": pathlib.Path(a.warm_report).name, "wall_s": warm["wall_time_s"],
+                          "load": warm["machine"].get("load_average_1_5_15min"),
+                          "per_probe_wall_s": {p["name"]: p["wall_s"] for p in warm["probes"]},
+                          "speedup_bridge_over_warm": bridge["wall_time_s"] / warm["wall_time_s"],
+                          "defects_identical_to_cold": all(
+                              p["defect"] == q["defect"]
+                              for p, q in zip(warm["probes"], native["probes"], strict=True))}
     print(f"{'probe':20s} {'native':>11s} {'bridge':>11s} {'max|diff|':>10s} {'rel':>8s} {'wall n/b s':>14s}")
     for r in rows:
         if "native_defect" not in r:
@@ -128,6 +141,10 @@ def main() -> None:
               f"{r['native_wall_s']:6.0f}/{r['bridge_wall_s']:6.0f}")
     print(f"suite wall: native {native['wall_time_s']:.0f} s, bridge {bridge['wall_time_s']:.0f} s "
           f"({result['speedup_bridge_over_native']:.2f}x)")
+    if result["warm"]:
+        w = result["warm"]
+        print(f"warm (cache filled): {w['wall_s']:.0f} s ({w['speedup_bridge_over_warm']:.2f}x); defects identical "
+              f"to the cold run: {w['defects_identical_to_cold']}")
     finish(result, load_start, str(RESULTS / f"jax_sevennet_7net-0_vs_bridge_{a.dtype}.json"),
            "the native wall times are inflated")
 
