@@ -540,7 +540,7 @@ def trajectory_details(traj: Trajectory, config, reused, traj_evals) -> dict:
     }
 
 
-# Jitted (step counts and configs static), so a second host call reuses the compiled loop instead of tracing fresh closures
-# (the same fix as jaxcert.relax's host drivers).
+# Jitted (step counts and configs static), so a second host call reuses the compiled loop instead of tracing
+# fresh closures (the same fix as jaxcert.relax's host drivers).
 _VERLET = jax.jit(_verlet, static_argnums=(4,))
 _TRAJECTORY = jax.jit(_trajectory, static_argnums=(3, 4))

@@ -363,7 +363,8 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     atoms = _sweep_structures(st, names["structures"])
     dtype = set_dtype(st["dtype"])
     cfg = PipelineConfig(**cfg_kw)
-    model = load_model(st["model"], [str(d) for d in _split(st["defect"])])
+    model = load_model(st["model"], [str(d) for d in _split(st["defect"])],
+                       getattr(a, "max_batch", None))  # a memory budget only: not part of the run keys
     for x in atoms.values():  # the structure checks (distances, cell) before anything is computed
         Structure.from_ase(x, dtype=dtype)
     eps_max = max(st["epsilons"])
@@ -471,6 +472,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     sw.add_argument("--model", help="registered name (see `jaxcert models`), module:attr, or a bridged model")
     sw.add_argument("--defect", action="append", default=[], metavar="NAME=STRENGTH", help="wrap the model in a defect")
     sw.add_argument("--dtype", help="float64 (default) or float32")
+    sw.add_argument("--max-batch", metavar="N", help="evaluate at most N geometries at once (a memory budget; "
+                    "results are unchanged, so it is not part of the run keys); 'none' lifts the model's own limit")
     sw.add_argument("--json", help="write the JSON report here")
     sw.add_argument("--structures", help="comma-separated set names (mp2d: the 20 rebuilt crystals of the study's 2D "
                     "set; sei: the 20 Li-C-O-H-P-F stand-ins; all: both), crystal labels, element symbols or files "
