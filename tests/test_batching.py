@@ -157,3 +157,11 @@ def test_the_attack_grid_under_a_budget_matches_the_unbatched_grid():
     for a, b in zip(jax.tree.leaves(ref), jax.tree.leaves(got), strict=True):
         if hasattr(a, "dtype") and jnp.issubdtype(a.dtype, jnp.floating):
             np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-9, atol=1e-12)
+
+
+def test_sweep_max_batch_bad_value_exits_2_naming_it(tmp_path, capsys):
+    argv = ["sweep", "--model", "lj", "--structures", "Ar", "--attack", "fgsm", "--eps", "0.01", "--seed", "1",
+            "--db", str(tmp_path / "s.sqlite"), "--max-batch", "zero", "--quiet"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("jaxcert: error: --max-batch: got"), err
