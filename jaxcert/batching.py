@@ -18,6 +18,8 @@ included, and ``max_batch=None`` (the default, every built-in potential) is plai
 programs are unchanged.
 
 The budget counts geometries, not bytes: a force evaluation (reverse mode) and a jvp of it count one each.
+Only batches opened through this module are counted; a ``jax.vmap`` of your own around a probe multiplies
+the live batch by its size, so divide the budget by it.
 ``docs/architecture.md`` "Batching and memory" says how to choose it; the CLI sets it with
 ``--max-batch``.
 """
