@@ -27,7 +27,7 @@ def sw():
 @pytest.fixture(autouse=True)
 def _one_model(monkeypatch, sw):
     # a fresh Model per command would carry new functions and recompile every program
-    monkeypatch.setattr(attack_cli, "load_model", lambda spec, defects=None: sw)
+    monkeypatch.setattr(attack_cli, "load_model", lambda spec, defects=None, max_batch=None: sw)
 
 
 def _run(tmp_path, capsys, name, *extra):
