@@ -24,6 +24,7 @@ from typing import Any
 __all__ = [
     "InputError", "UnknownName", "finite", "positive", "non_negative", "integer", "seed", "number_list", "integer_list",
     "choice", "elements", "supported_elements", "split_supported", "read_atoms", "check_atoms",
+    "output_file", "output_dir", "distinct_outputs", "name_list",
 ]
 
 
@@ -250,3 +251,97 @@ def read_atoms(name: str, path: str | os.PathLike, index: Any = -1) -> Any:
         msg = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise InputError(f"{name}: ASE cannot read {p!r} ({type(err).__name__}: {msg[:200]})") from None
     return check_atoms(name, atoms)
+
+
+def _probe_writable(name: str, folder: str, what: str) -> None:
+    """Create and remove a temporary file in ``folder``: the only test that holds for root, read-only mounts
+    and ACLs alike (``os.access`` says yes to root on a read-only file system)."""
+    import tempfile
+
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".jaxcert-probe-", dir=folder)
+    except OSError as err:
+        raise InputError(f"{name}: cannot write in {folder!r} ({err.strerror or err}); allowed: {what} in a "
+                         "folder you can write") from None
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def output_file(name: str, path: Any) -> str:
+    """An output file path, checked before any work: a non-empty path that is not a directory, whose folder
+    exists (it is never created) and is writable, and which, if it exists, is a regular file.  Returns the
+    absolute path.  An existing file is replaced atomically when written (:func:`jaxcert.checkpoint.write_json`)."""
+    allowed = "a file path in an existing, writable folder"
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path).strip():
+        raise _fail(name, path, allowed)
+    p = os.path.abspath(os.path.expanduser(os.fspath(path)))
+    if os.path.isdir(p) or os.fspath(path).endswith(os.sep):
+        raise InputError(f"{name}: {os.fspath(path)!r} is a directory; allowed: {allowed}")
+    if os.path.lexists(p) and not os.path.isfile(p):
+        raise InputError(f"{name}: {os.fspath(path)!r} exists and is not a regular file; allowed: {allowed}")
+    folder = os.path.dirname(p)
+    if not os.path.isdir(folder):
+        raise InputError(f"{name}: no such directory {folder!r} for {os.fspath(path)!r}; create it first "
+                         f"(allowed: {allowed})")
+    _probe_writable(name, folder, "a file")
+    if os.path.isfile(p) and not os.access(p, os.W_OK):
+        raise InputError(f"{name}: {os.fspath(path)!r} exists and is read-only; allowed: {allowed}")
+    return p
+
+
+def output_dir(name: str, path: Any) -> str:
+    """An output folder, checked before any work: an existing writable directory, or a new one whose parent
+    exists (only the last component is created, never a chain of folders above an existing one).  The folder
+    is created here.  Returns the absolute path."""
+    allowed = "a directory, existing or new inside an existing, writable folder"
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path).strip():
+        raise _fail(name, path, allowed)
+    p = os.path.abspath(os.path.expanduser(os.fspath(path)))
+    if os.path.lexists(p) and not os.path.isdir(p):
+        raise InputError(f"{name}: {os.fspath(path)!r} exists and is not a directory; allowed: {allowed}")
+    if not os.path.isdir(p):
+        parent = os.path.dirname(p)
+        if not os.path.isdir(parent):
+            raise InputError(f"{name}: no such directory {parent!r} for {os.fspath(path)!r}; only the last folder "
+                             f"is created (allowed: {allowed})")
+        _probe_writable(name, parent, "a new folder")
+        try:
+            os.mkdir(p)
+        except OSError as err:
+            raise InputError(f"{name}: cannot create {os.fspath(path)!r} ({err.strerror or err})") from None
+    _probe_writable(name, p, "files")
+    return p
+
+
+def distinct_outputs(pairs: Iterable[tuple[str, Any]]) -> None:
+    """Refuse two output arguments that name the same file (``--json X --html X`` would overwrite the
+    checkpoint with the page).  ``pairs`` holds (argument name, path or None)."""
+    seen: dict[str, str] = {}
+    for name, path in pairs:
+        if path is None:
+            continue
+        key = os.path.realpath(os.path.abspath(os.path.expanduser(os.fspath(path))))
+        if key in seen:
+            raise InputError(f"{name}: {os.fspath(path)!r} is the same file as {seen[key]}; allowed: a separate "
+                             "file for each output")
+        seen[key] = f"{name} ({os.fspath(path)!r})"
+
+
+def name_list(name: str, value: Any, allowed: Sequence[str] | None = None, *, what: str = "names") -> list[str]:
+    """The one parser for comma-separated name lists (``--probes``, ``--attack``, ``--sections``, ...): a
+    non-empty list of non-empty names, each once, each in ``allowed`` when given.  ``","`` and ``""`` are
+    refused (they name nothing), never read as "all"."""
+    items = [v.strip() for v in value.split(",")] if isinstance(value, str) else (
+        [str(v).strip() for v in value] if isinstance(value, Iterable) else [str(value)])
+    desc = f"a non-empty comma-separated list of {what}" + (f" from {', '.join(allowed)}" if allowed else "")
+    if not items or any(not v for v in items):
+        raise _fail(name, value, desc)
+    if allowed is not None:
+        bad = [v for v in items if v not in allowed]
+        if bad:
+            raise UnknownName(f"{name}: unknown {what[:-1] if what.endswith('s') else what}(s) {bad}; "
+                              f"allowed: {', '.join(allowed)}")
+    dup = sorted({v for v in items if items.count(v) > 1})
+    if dup:
+        raise InputError(f"{name}: {', '.join(dup)} given more than once; each must appear once")
+    return items

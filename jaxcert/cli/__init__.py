@@ -14,8 +14,9 @@ Examples::
     jaxcert controls --quick --models emt --panel emt --json c.json   # the controls mini-benchmark
 
 Exit codes (``docs/cli.md``): 0 success (every gate passed), 1 a gate failed (certify,
-lambda; ``--no-fail-on-gate`` always returns 0), 2 a usage or input error, reported as one
-line naming the argument.  One module per subcommand; each parses arguments and calls the
+lambda; ``--no-fail-on-gate`` returns 0 instead), 2 a usage or input error, reported as one
+line naming the argument, 3 an internal error (one line and the path of the saved traceback).
+One module per subcommand; each parses arguments and calls the
 library.
 """
 
@@ -30,30 +31,49 @@ from jaxcert.cli import attack, certify, compare, controls, investigate, misc
 from jaxcert.cli._common import load_model
 from jaxcert.inputs import InputError
 
-__all__ = ["main", "build_parser", "load_model", "EXIT_OK", "EXIT_GATE_FAILED", "EXIT_USAGE"]
+__all__ = ["main", "build_parser", "load_model", "EXIT_OK", "EXIT_GATE_FAILED", "EXIT_USAGE", "EXIT_INTERNAL"]
 
-EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="jaxcert", description="Exact, batched certification of ML interatomic "
                                 "potentials (eV, Å, eV/Å, eV/Å³). Exit codes: 0 ok, 1 a gate failed, 2 usage or "
-                                "input error.")
+                                "input error, 3 internal error.")
     sub = p.add_subparsers(dest="cmd", required=True)
     for module in (certify, misc, attack, compare, controls, investigate):
         module.register(sub)
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def _save_traceback(exc: BaseException) -> str | None:
+    """Write the traceback of an internal error to a fresh file in the temporary folder; its path, or None."""
+    import tempfile
+    import traceback
 
+    try:
+        fd, path = tempfile.mkstemp(prefix="jaxcert-traceback-", suffix=".txt")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(f"jaxcert {' '.join(sys.argv[1:])}\n\n")
+            traceback.print_exception(type(exc), exc, exc.__traceback__, file=fh)
+        return path
+    except OSError:
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand; returns the exit code (``docs/cli.md``): 0 every gate passed, 1 a gate failed,
+    2 a usage or input error (one line naming the argument), 3 an internal error (one line and the path of
+    the saved traceback)."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:  # argparse: --help (0) or a usage error (2, its own message already printed)
+        return int(stop.code or 0) if isinstance(stop.code, int) or stop.code is None else EXIT_USAGE
     enable_compilation_cache()  # compiled probe programs are reused by the next run ($JAXCERT_CACHE_DIR=off: never)
     try:
-        return args.fn(args)
-    except (InputError, KeyError, ValueError) as err:
-        msg = err.args[0] if isinstance(err, KeyError) and err.args else err
-        print(f"jaxcert: error: {msg}", file=sys.stderr)
+        code = args.fn(args)
+    except InputError as err:
+        print(f"jaxcert: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # `jaxcert compare ... | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -62,6 +82,16 @@ def main(argv: list[str] | None = None) -> int:
         print("jaxcert: interrupted (a --json report keeps every finished probe: rerun with --resume)",
               file=sys.stderr)
         return 130
+    except MemoryError:
+        print("jaxcert: error: out of memory; try a smaller input or --max-batch N", file=sys.stderr)
+        return EXIT_INTERNAL
+    except (Exception, SystemExit) as err:  # noqa: BLE001 - the one place every other failure is reported
+        path = _save_traceback(err)
+        where = f"; traceback saved to {path}" if path else ""
+        first = str(err).strip().splitlines()[0][:300] if str(err).strip() else ""
+        print(f"jaxcert: internal error: {type(err).__name__}: {first}{where} (please report it)", file=sys.stderr)
+        return EXIT_INTERNAL
+    return EXIT_OK if code is None else int(code)
 
 
 if __name__ == "__main__":

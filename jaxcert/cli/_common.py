@@ -63,14 +63,7 @@ def load_model(spec: str, defects: list[str] | None = None, max_batch: str | Non
     elif spec in models.available():
         model = models.get(spec)
     elif ":" in spec:
-        mod, attr = spec.split(":", 1)
-        try:
-            obj = getattr(importlib.import_module(mod), attr)
-        except (ImportError, AttributeError) as err:
-            raise inputs.InputError(f"cannot load --model {spec!r}: {err}") from None
-        model = obj if isinstance(obj, Model) else obj()
-        if not isinstance(model, Model):
-            raise inputs.InputError(f"--model {spec!r} did not give a jaxcert.Model (got {type(model).__name__})")
+        model = _load_user_model(spec)
     else:
         raise inputs.InputError(f"unknown model {spec!r}; registered: {', '.join(models.available())}; "
                          "or give module:attr for your own jaxcert.Model")
@@ -84,6 +77,49 @@ def load_model(spec: str, defects: list[str] | None = None, max_batch: str | Non
     if max_batch is not None:
         model = model.replace(max_batch=None if str(max_batch).lower() == "none"
                               else inputs.integer("--max-batch", max_batch, minimum=1))
+    return model
+
+
+def _load_user_model(spec: str) -> Model:
+    """``module:attr``: a :class:`Model` or a zero-argument factory returning one.  The current folder is
+    searched first, as ``python -m`` does.  Whatever the user's code does while importing or building the
+    model (raise, ``sys.exit``, return something else) is reported as an input error naming ``--model``."""
+    import os
+    import sys
+
+    mod, _, attr = spec.partition(":")
+    if not mod.strip() or not attr.strip() or not all(p.isidentifier() for p in mod.split(".")) \
+            or not all(p.isidentifier() for p in attr.split(".")):
+        raise inputs.InputError(f"--model: got {spec!r}; allowed: a registered name (jaxcert models), a registry "
+                                "spec, or module:attr naming your jaxcert.Model or a zero-argument factory")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        obj = importlib.import_module(mod)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except ModuleNotFoundError as err:
+        raise inputs.InputError(f"--model {spec!r}: no module named {err.name!r} (searched the current folder "
+                                f"{os.getcwd()!r} and the installed packages; run from the folder that holds "
+                                f"{mod.split('.')[0]}.py or install it)") from None
+    except AttributeError:
+        raise inputs.InputError(f"--model {spec!r}: module {mod!r} has no attribute {attr!r}") from None
+    except (Exception, SystemExit) as err:  # noqa: BLE001 - the user's module failed while importing
+        raise inputs.InputError(f"--model {spec!r}: importing {mod!r} raised {type(err).__name__}: "
+                                f"{str(err).strip()[:200]}") from None
+    if isinstance(obj, Model):
+        return obj
+    if not callable(obj):
+        raise inputs.InputError(f"--model {spec!r} is a {type(obj).__name__}, not a jaxcert.Model or a "
+                                "zero-argument factory returning one")
+    try:
+        model = obj()
+    except (Exception, SystemExit) as err:  # noqa: BLE001 - the user's factory failed
+        raise inputs.InputError(f"--model {spec!r}: calling {attr}() raised {type(err).__name__}: "
+                                f"{str(err).strip()[:200]} (the factory must take no argument)") from None
+    if not isinstance(model, Model):
+        raise inputs.InputError(f"--model {spec!r}: {attr}() returned a {type(model).__name__}, not a "
+                                "jaxcert.Model")
     return model
 
 

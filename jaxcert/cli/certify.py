@@ -6,7 +6,6 @@ Argument parsing only: the work is :func:`jaxcert.certify` and :func:`jaxcert.la
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from jaxcert import inputs
@@ -15,6 +14,7 @@ from jaxcert.checkpoint import load_finished, write_json, write_report
 from jaxcert.cli._common import load_model, model_args, set_dtype
 from jaxcert.probes.suite import certify, resolve_probes
 from jaxcert.progress import PROBE_WEIGHTS, StepProgress
+from jaxcert.summary import NOT_RUN
 
 __all__ = ["cmd_certify", "cmd_lambda", "register"]
 
@@ -30,15 +30,18 @@ def cmd_certify(a: argparse.Namespace) -> int:
 
     seed = inputs.seed("--seed", a.seed)
     elements = inputs.elements("--elements", a.elements)
-    names = resolve_probes(a.probes or "all", "--probes")
+    names = resolve_probes("all" if a.probes is None else a.probes, "--probes")
     if a.resume and not a.json:
         raise inputs.InputError("--resume: needs --json FILE (the report file is the checkpoint)")
+    inputs.distinct_outputs((("--json", a.json), ("--html", a.html)))
     for flag, path in (("--json", a.json), ("--html", a.html)):
-        folder = os.path.dirname(os.path.abspath(path)) if path else None
-        if folder and not os.path.isdir(folder):
-            raise inputs.InputError(f"{flag}: no such directory {folder!r} for {path!r}")
+        if path is not None:
+            inputs.output_file(flag, path)
     model = load_model(a.model, a.defect, a.max_batch)
-    inputs.split_supported("--elements", model, elements, skip_unsupported=a.skip_unsupported)
+    supported, _ = inputs.split_supported("--elements", model, elements, skip_unsupported=a.skip_unsupported)
+    if not supported:
+        raise inputs.InputError(f"--elements: model {model.name!r} supports none of {', '.join(elements)}; "
+                                "nothing would be certified")
     finished = load_finished(a.json, model, elements, seed, dtype) if a.resume else []
     kept = [o.name for o in finished if o.name in names]
     if a.resume:
@@ -59,6 +62,11 @@ def cmd_certify(a: argparse.Namespace) -> int:
     if a.html:
         report.to_html(a.html)
         print(f"wrote {a.html}")
+    ran = [o.name for o in report.outcomes if any(st not in NOT_RUN for st in o.status)]
+    if not ran:
+        print("jaxcert: error: --probes: nothing was certified: every probe was skipped on every element (the "
+              "reasons are in the table)", file=sys.stderr)
+        return 2
     agg = report.aggregate()
     failed = [k for k, v in agg["gates"].items() if not v]
     if failed:
@@ -73,6 +81,8 @@ def cmd_lambda(a: argparse.Namespace) -> int:
 
     step = inputs.positive("--step", a.step, "Å", maximum=0.1)
     gate = inputs.positive("--gate", a.gate, maximum=1.0)
+    if a.json is not None:
+        inputs.output_file("--json", a.json)
     model = load_model(a.model, a.defect, a.max_batch)
     res = lam(model, fd=a.fd, step=step, dtype=dtype, gate=gate)
     print(res.table())

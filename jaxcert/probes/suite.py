@@ -172,10 +172,7 @@ def resolve_probes(names: str | Sequence[str], name: str = "probes") -> list[str
         wanted = [n for n in DEFAULT_ORDER if n in PROBES] + sorted(
             n for n in set(PROBES) - set(DEFAULT_ORDER) if PROBES[n].default)
     else:
-        wanted = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if n.strip()]
-        unknown = [n for n in wanted if n not in PROBES]
-        if unknown:
-            raise inputs.UnknownName(f"{name}: unknown probe(s) {unknown}; available: {', '.join(sorted(PROBES))}")
+        wanted = inputs.name_list(name, names, sorted(PROBES), what="probes")
     # the trajectory owner runs before its consumers (§6.1)
     if "config_temperature" in wanted:
         consumers = [i for i, n in enumerate(wanted) if n in ("equipartition", "virial")]
