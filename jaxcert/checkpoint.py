@@ -40,6 +40,21 @@ __all__ = ["write_report", "write_json", "load_finished", "FINISHED"]
 FINISHED = ("ok", "non-finite", "skipped", "unsupported")
 
 
+def _umask() -> int:
+    """The process umask, read without changing it (``/proc/self/status`` on Linux; elsewhere set and restored,
+    which other threads could observe for an instant)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_json(doc: Any, path: str | os.PathLike, indent: int | None = 2) -> None:
     """Write strict JSON to ``path`` atomically (temporary file + fsync + ``os.replace``)."""
     path = os.fspath(path)
@@ -47,6 +62,7 @@ def write_json(doc: Any, path: str | os.PathLike, indent: int | None = 2) -> Non
     text = json.dumps(to_jsonable(doc), indent=indent, allow_nan=False) + "\n"
     fd, tmp = tempfile.mkstemp(prefix=".jaxcert-", suffix=".json.tmp", dir=folder)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a report gets the mode open() would give it
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
             fh.flush()

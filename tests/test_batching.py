@@ -102,7 +102,9 @@ def test_probes_under_a_budget_match_the_unbatched_run():
     got = jaxcert.certify(model.replace(max_batch=3), **kw)
     for a, b in zip(ref.outcomes, got.outcomes, strict=True):
         assert a.name == b.name
-        np.testing.assert_allclose(b.defect, a.defect, rtol=1e-9, atol=1e-12, err_msg=a.name)
+        # clean LJ sits at the float64 floor (equivariance ~3e-11): chunking reorders sums, so round-off is
+        # compared with an absolute tolerance at that floor (a real defect is compared to 1e-9 relative)
+        np.testing.assert_allclose(b.defect, a.defect, rtol=1e-9, atol=1e-10, err_msg=a.name)
         np.testing.assert_array_equal(b.gate, a.gate)
 
 

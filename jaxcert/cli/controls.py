@@ -6,31 +6,20 @@ Argument parsing only: the work is :func:`jaxcert.controls.run_benchmark`.
 from __future__ import annotations
 
 import argparse
-import os
 
 from jaxcert import inputs
 
 __all__ = ["cmd_controls", "register"]
 
 
-def _names(flag: str, value: str) -> tuple[str, ...]:
-    items = tuple(v.strip() for v in str(value).split(",") if v.strip())
-    if not items:
-        raise inputs.InputError(f"{flag}: got {value!r}; allowed: a non-empty comma-separated list")
-    if len(set(items)) != len(items):
-        raise inputs.InputError(f"{flag}: got {value!r}; allowed: each name once")
-    return items
-
-
 def cmd_controls(a: argparse.Namespace) -> int:
     """Validate, run the benchmark (writing ``--json``/``--html`` as it goes), print the headline; exit 0."""
     from jaxcert.controls import SECTIONS, BenchmarkConfig, headline_text, run_benchmark
 
-    sections = _names("--sections", a.sections) if a.sections else SECTIONS
-    for s in sections:
-        inputs.choice("--sections", s, SECTIONS)
-    models = _names("--models", a.models)
-    panel = _names("--panel", a.panel)
+    sections = tuple(inputs.name_list("--sections", a.sections, SECTIONS, what="sections")) \
+        if a.sections is not None else SECTIONS
+    models = tuple(inputs.name_list("--models", a.models, what="models"))
+    panel = tuple(inputs.name_list("--panel", a.panel, what="models"))
     seed = inputs.seed("--seed", a.seed)
     n_boot = inputs.integer("--n-boot", a.n_boot, minimum=100)
     max_steps = inputs.integer("--max-steps", a.max_steps, minimum=1)
@@ -41,10 +30,10 @@ def cmd_controls(a: argparse.Namespace) -> int:
     inputs.choice("--bridge-precision", a.bridge_precision, ("float32", "float64"))
     if a.resume and not a.json:
         raise inputs.InputError("--resume: needs --json FILE (the report file is the checkpoint)")
+    inputs.distinct_outputs((("--json", a.json), ("--html", a.html)))
     for flag, path in (("--json", a.json), ("--html", a.html)):
-        folder = os.path.dirname(os.path.abspath(path)) if path else None
-        if folder and not os.path.isdir(folder):
-            raise inputs.InputError(f"{flag}: no such directory {folder!r} for {path!r}")
+        if path is not None:
+            inputs.output_file(flag, path)
     try:
         cfg = BenchmarkConfig(models=models, panel=panel, sections=sections, quick=a.quick, seed=seed, n_boot=n_boot,
                               bridge_precision=a.bridge_precision, max_steps=max_steps, prototype_max_atoms=p_atoms,

@@ -17,13 +17,7 @@ _PROTOCOLS = ("dimers", "desorption", "adsorption", "constraints")
 
 
 def _list(flag: str, value: str) -> list[str]:
-    items = [v.strip() for v in str(value).split(",") if v.strip()]
-    if not items:
-        raise inputs.InputError(f"{flag}: got {value!r}; allowed: a non-empty comma-separated list")
-    dup = sorted({v for v in items if items.count(v) > 1})
-    if dup:
-        raise inputs.InputError(f"{flag}: {', '.join(dup)} given more than once; each entry must appear once")
-    return items
+    return inputs.name_list(flag, value, what="entries")
 
 
 def cmd_investigate(a: argparse.Namespace) -> int:
@@ -42,8 +36,8 @@ def cmd_investigate(a: argparse.Namespace) -> int:
     out = os.path.abspath(a.out)
     parent = os.path.dirname(out)
     if not os.path.isdir(parent):
-        raise inputs.InputError(f"--out: no such directory {parent!r} for {a.out!r}")
-    if os.path.exists(out) and not os.path.isdir(out):
+        raise inputs.InputError(f"--out: no such directory {parent!r} for {a.out!r}; only the last folder is created")
+    if os.path.lexists(out) and not os.path.isdir(out):
         raise inputs.InputError(f"--out: {a.out!r} exists and is not a directory")
     memory = os.path.join(out, "evidence.jsonl")
     if os.path.exists(memory) and not a.resume:
@@ -51,11 +45,11 @@ def cmd_investigate(a: argparse.Namespace) -> int:
                                 "or choose another directory")
     from jaxcert.detective._constraints import CONSTRAINTS
 
-    checks = _list("--checks", a.checks) if a.checks else None
+    checks = _list("--checks", a.checks) if a.checks is not None else None
     for v in checks or []:
         inputs.choice("--checks", v, CONSTRAINTS)
-    adsorbates = _list("--adsorbates", a.adsorbates) if a.adsorbates else None
-    molecules = _list("--molecules", a.molecules) if a.molecules else None
+    adsorbates = _list("--adsorbates", a.adsorbates) if a.adsorbates is not None else None
+    molecules = _list("--molecules", a.molecules) if a.molecules is not None else None
     from jaxcert.detective._surfaces import ADSORBATES
 
     for flag, vals in (("--adsorbates", adsorbates), ("--molecules", molecules)):
@@ -70,6 +64,7 @@ def cmd_investigate(a: argparse.Namespace) -> int:
                                               for e in elements):
             raise inputs.InputError(f"{flag}: model {spec!r} supports none of --elements {','.join(elements)}")
 
+    inputs.output_dir("--out", out)  # created only now, after every other check
     from jaxcert.detective import Committee, investigate, make_protocol
 
     committee = Committee(target, members, specs=[a.target, *committee_specs], dtype=dtype,

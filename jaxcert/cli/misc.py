@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from jaxcert import models, substrates
+from jaxcert import inputs, models, substrates
 from jaxcert.models import defects
 
 __all__ = ["cmd_models", "cmd_substrates", "register"]
@@ -27,7 +27,11 @@ def cmd_models(a: argparse.Namespace) -> int:
 
 def cmd_substrates(a: argparse.Namespace) -> int:
 
-    for p in substrates.write_substrates(a.element, a.out):
+    (element,) = inputs.elements("--element", [a.element]) if "," not in a.element else (None,)
+    if element is None:
+        raise inputs.InputError(f"--element: got {a.element!r}; allowed: one element symbol, e.g. Si")
+    out = inputs.output_dir("--out", a.out)
+    for p in substrates.write_substrates(element, out):
         print(p)
     return 0
 
