@@ -170,7 +170,7 @@ LAMBDA_FIELDS: dict[str, tuple[Kind, bool]] = {
     "schema": (_one_of((LAMBDA_SCHEMA,)), True),
     "model": (NAME, True),
     "method": (TEXT, True),
-    "dtype": (TEXT_OR_NULL, True),
+    "dtype": (TEXT_OR_NULL, False),  # absent from λ reports written before it was recorded
     "lambda": (_map_of(NON_NEGATIVE_OR_NULL), True),
     "mean": (NON_NEGATIVE_OR_NULL, True),
     "max": (NON_NEGATIVE_OR_NULL, True),
