@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxcert import report_schema
 from jaxcert.inputs import InputError
 from jaxcert.probes.base import PROBES
 from jaxcert.probes.suite import ProbeOutcome
@@ -109,19 +110,15 @@ def load_finished(path: str | os.PathLike, model: Any, elements: Sequence[str], 
                   name: str = "--resume") -> list[ProbeOutcome]:
     """The finished probes of the report file at ``path`` (``[]`` if the file does not exist).
 
-    Raises :class:`InputError` if the file is not a jaxcert report, or was written for a different
+    Raises :class:`InputError` if the file is not a jaxcert certification report (every field read here is
+    checked first by :func:`jaxcert.report_schema.load`: the message names the file and the field, e.g.
+    ``--resume: r.json: probes[3].per_element.C: missing; allowed: ...``), or was written for a different
     model, element list, seed, dtype or jaxcert/jax version.
     """
     path = os.fspath(path)
     if not os.path.exists(path):
         return []
-    try:
-        with open(path) as fh:
-            doc = json.load(fh)
-    except (OSError, json.JSONDecodeError) as err:
-        raise InputError(f"{name}: cannot read {path!r} as JSON ({err}); remove it or drop --resume") from None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise InputError(f"{name}: {path!r} is not a jaxcert certification report (schema {SCHEMA})")
+    _, doc = report_schema.load(path, name, kinds=(SCHEMA,), hint="remove it or drop --resume")
     import jax.numpy as jnp
 
     here = Report.from_outcomes(model=model, elements=list(elements), seed=seed, dtype=str(jnp.dtype(dtype)),
@@ -129,14 +126,14 @@ def load_finished(path: str | os.PathLike, model: Any, elements: Sequence[str], 
     want = {"model": to_jsonable(here.model), "elements": list(elements), "seed": seed, "dtype": here.dtype}
     want.update({f"versions.{k}": here.versions.get(k) for k in ("jaxcert", "jax", "jaxlib")})
     got = {k: doc.get(k) for k in ("model", "elements", "seed", "dtype")}
-    got.update({f"versions.{k}": doc.get("versions", {}).get(k) for k in ("jaxcert", "jax", "jaxlib")})
+    got.update({f"versions.{k}": (doc.get("versions") or {}).get(k) for k in ("jaxcert", "jax", "jaxlib")})
     for key, value in want.items():
         if got[key] != value:
-            raise InputError(f"{name}: {path!r} was written with {key} = {got[key]!r}, this run has {value!r}; "
+            raise InputError(f"{name}: {path} was written with {key} = {got[key]!r}, this run has {value!r}; "
                              "use another --json file or drop --resume")
-    configs = doc.get("probe_configs", {})
+    configs = doc.get("probe_configs") or {}
     out = []
-    for p in doc.get("probes", []):
+    for p in doc["probes"]:
         if p["name"] not in PROBES:
             continue
         # a probe on named structures (lam) has one row per structure, the others one per element

@@ -13,7 +13,9 @@ structure and, where the λ JSON carries a gate, its verdict.
 
 What is refused (an :class:`~jaxcert.inputs.InputError` naming the files and the difference):
 
-* a missing file, a file that is not JSON, a JSON without a known ``schema``;
+* a missing file, a file that is not JSON (or too large or too deeply nested), a JSON without a known
+  ``schema``, a field of the wrong type or out of range (:mod:`jaxcert.report_schema`: the message names
+  the file and the field, e.g. ``r.json: probes[0].score: got nan; allowed: ...``);
 * a partial report (``"complete": false``, written by an interrupted run);
 * reports of both kinds at once;
 * different ``jaxcert`` versions (unless ``allow_version_mismatch``);
@@ -39,20 +41,19 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
+from jaxcert import report_schema
 from jaxcert._html import score_colour
 from jaxcert.explain import EXPLANATIONS, explain, short_name, wrapped
-from jaxcert.inputs import InputError
+from jaxcert.inputs import InputError, integer
+from jaxcert.report_schema import LAMBDA_SCHEMA, REPORT_SCHEMA, STRUCTURE_PROBES
 from jaxcert.summary import NOT_RUN, combine_scores, combined_stderr, element_stderr, format_defect, to_jsonable
 
 __all__ = [
     "BOARD_SCHEMA", "REPORT_SCHEMA", "LAMBDA_SCHEMA", "ALIGN_MODES", "Source", "load", "build_board",
-    "sort_keys", "sort_rows", "board_table", "board_html", "board_json", "lambda_colour", "LAYOUTS",
+    "sort_keys", "sort_rows", "board_table", "board_html", "board_json", "lambda_colour", "LAYOUTS", "MIN_WIDTH",
 ]
 
 BOARD_SCHEMA = "jaxcert-board/1"
-REPORT_SCHEMA = "jaxcert-report/1"
-LAMBDA_SCHEMA = "jaxcert-lambda/1"
-KINDS = {REPORT_SCHEMA: "report", LAMBDA_SCHEMA: "lambda"}
 ALIGN_MODES = ("strict", "intersection")
 #: λ at or below this is coloured fully green, at or above :data:`LAMBDA_RED` fully red (log scale between).
 LAMBDA_GREEN, LAMBDA_RED = 1e-7, 1e-1
@@ -92,58 +93,16 @@ class Source:
         return [str(k) for k in self.data["lambda"]]
 
 
-def _malformed(path: str, what: str) -> InputError:
-    return InputError(f"{path}: not a valid jaxcert report ({what})")
-
-
-def _validate(path: str, kind: str, d: dict[str, Any]) -> None:
-    """Minimal structural check of the keys the board reads."""
-    if kind == "report":
-        if not isinstance(d.get("elements"), list) or not d["elements"]:
-            raise _malformed(path, "no 'elements' list")
-        if not isinstance(d.get("probes"), list):
-            raise _malformed(path, "no 'probes' list")
-        for k, p in enumerate(d["probes"]):
-            if not isinstance(p, dict) or "name" not in p:
-                raise _malformed(path, f"probe #{k} has no 'name'")
-            missing = [key for key in ("score", "gate", "per_element") if key not in p]
-            if missing:
-                raise _malformed(path, f"probe {p['name']!r} has no {', '.join(map(repr, missing))}")
-            if not isinstance(p["per_element"], dict):
-                raise _malformed(path, f"probe {p['name']!r}: 'per_element' is not an object")
-        if not isinstance(d.get("aggregate"), dict) or "overall" not in d["aggregate"]:
-            raise _malformed(path, "no 'aggregate.overall'")
-    else:
-        if not isinstance(d.get("lambda"), dict):
-            raise _malformed(path, "no 'lambda' object of per-structure values")
-
-
 def load(path: str | os.PathLike) -> Source:
-    """Read and check one report JSON file (see the module docstring for what is refused)."""
+    """Read and check one report JSON file (see the module docstring for what is refused; every field the board
+    reads is checked by :func:`jaxcert.report_schema.load`)."""
     p = os.fspath(path)
-    if not os.path.isfile(p):
-        raise InputError(f"{p}: no such file; allowed: a JSON file written by jaxcert certify --json or "
-                         "jaxcert lambda --json")
-    try:
-        with open(p, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except json.JSONDecodeError as err:
-        raise InputError(f"{p}: not JSON ({err.msg} at line {err.lineno}, column {err.colno}); allowed: a "
-                         "JSON file written by jaxcert certify --json or jaxcert lambda --json") from None
-    except (UnicodeDecodeError, OSError) as err:
-        raise InputError(f"{p}: cannot be read as JSON text ({type(err).__name__})") from None
-    if not isinstance(data, dict) or "schema" not in data:
-        raise InputError(f"{p}: JSON without a 'schema' key; allowed: a jaxcert report "
-                         f"({', '.join(KINDS)})")
-    schema = data["schema"]
-    if schema not in KINDS:
-        raise InputError(f"{p}: unknown schema {schema!r}; allowed: {', '.join(KINDS)}")
+    kind, data = report_schema.load(p)
     if data.get("complete") is False:
         raise InputError(f"{p}: partial report (\"complete\": false: the run that wrote it was interrupted); "
                          "finish it with `jaxcert certify ... --resume` (same arguments) and compare the finished "
                          "file")
-    _validate(p, KINDS[schema], data)
-    return Source(path=p, kind=KINDS[schema], data=data)
+    return Source(path=p, kind=kind, data=data)
 
 
 # ------------------------------------------------------------------------------------------------ checks
@@ -235,14 +194,11 @@ def _element_entry(e: dict[str, Any]) -> dict[str, Any]:
 
 def _report_cell(path: str, p: dict[str, Any], elements: list[str], recompute: bool) -> dict[str, Any]:
     per_all = p["per_element"]
-    missing = [el for el in elements if not isinstance(per_all.get(el), dict)]
-    if per_all and len(missing) == len(elements):  # rows are named structures (lam), not elements: its own summary
+    if p["name"] in STRUCTURE_PROBES:  # rows are named structures (lam), not elements: its own summary
         blank = {"score": None, "defect": None, "defect_stderr": None, "gate": None, "status": "skipped", "n_evals": 0}
         return {"score": p.get("score"), "defect": p.get("defect"), "defect_stderr": p.get("defect_stderr"),
                 "gate": p.get("gate"), "status": p.get("status", "ok"), "n_evals": p.get("n_evals"),
                 "message": p.get("message"), "per_element": {el: dict(blank) for el in elements}}
-    if missing:
-        raise _malformed(path, f"probe {p['name']!r} has no per-element entry for {_join(missing)}")
     per = {el: _element_entry(per_all[el]) for el in elements}
     if not recompute:
         return {"score": p.get("score"), "defect": p.get("defect"), "defect_stderr": p.get("defect_stderr"),
@@ -539,6 +495,8 @@ def _dropped_lines(board: dict[str, Any]) -> list[str]:
 
 
 LAYOUTS = ("auto", "models", "probes")
+#: Narrowest terminal board (``width``): the legend and the probe sentences wrap with a hanging indent.
+MIN_WIDTH = 40
 
 
 def _render(table: list[list[str]]) -> list[str]:
@@ -566,6 +524,7 @@ def board_table(board: dict[str, Any], sort: str | None = None, reverse: bool = 
     """
     if layout not in LAYOUTS:
         raise InputError(f"--layout: got {layout!r}; allowed: {', '.join(LAYOUTS)}")
+    width = integer("width", width, minimum=MIN_WIDTH)
     rows = sort_rows(board, sort, reverse)
     header = _header(board)
     table = _table_rows(board, rows, header)

@@ -30,6 +30,7 @@ from typing import Any
 
 from jaxcert._html import render_report
 from jaxcert.explain import wrapped
+from jaxcert.report_schema import REPORT_SCHEMA
 from jaxcert.summary import (
     NOT_RUN,
     UNSUPPORTED,
@@ -43,7 +44,7 @@ from jaxcert.summary import (
 __all__ = ["Report", "to_jsonable", "SCHEMA", "package_versions", "machine", "format_defect", "combined_stderr",
            "probe_stderr"]
 
-SCHEMA = "jaxcert-report/1"
+SCHEMA = REPORT_SCHEMA  # the reader checks files against the same name (jaxcert/report_schema.py)
 
 
 def probe_stderr(outcome: Any) -> tuple[float | None, list[float | None]] | None:

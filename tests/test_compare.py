@@ -7,7 +7,7 @@ import re
 import pytest
 
 import jaxcert
-from jaxcert import compare, explain
+from jaxcert import compare, explain, report_schema
 from jaxcert.cli import main
 from jaxcert.inputs import InputError
 from jaxcert.probes.suite import combine_scores
@@ -243,14 +243,12 @@ def test_bad_input_names_the_file(files, tmp_path, capsys):
         "text": (tmp_path / "t.json", "not JSON"),
         "noschema": (tmp_path / "n.json", "schema"),
         "unknown": (tmp_path / "u.json", "unknown schema 'jaxcert-report/9'"),
-        "truncated": (tmp_path / "p.json", "not a valid jaxcert report"),
+        "truncated": (tmp_path / "p.json", "model: missing; allowed: an object"),
     }
     cases["text"][0].write_text("not json {")
     cases["noschema"][0].write_text(json.dumps({"probes": []}))
     cases["unknown"][0].write_text(json.dumps({"schema": "jaxcert-report/9"}))
     cases["truncated"][0].write_text(json.dumps({"schema": "jaxcert-report/1", "elements": ["Si"]}))
-    assert main(["compare", files["clean"], "--html", str(tmp_path / "no" / "such" / "b.html")]) == 2
-    assert "--html: no such directory" in capsys.readouterr().err
     for path, text in cases.values():
         with pytest.raises(InputError, match=re.escape(text)) as err:
             compare.build_board([files["clean"], str(path)])
@@ -319,3 +317,190 @@ def test_a_probe_on_named_structures_keeps_its_own_summary(files):
         assert all(e["status"] == "skipped" and e["score"] is None for e in cell["per_element"].values())
         assert row["gates_total"] == _read(files["clean"])["aggregate"]["gates_total"] + 1
     assert explain.short_name("lam") in compare.board_table(board)
+
+
+# ------------------------------------------------------------------ validated input reports (issue 23)
+REPORTS = ("clean", "curl", "si_al", "c_si", "one_probe")
+LAMBDAS = ("lam_clean", "lam_curl", "lam_other")
+
+
+def _one_error(capsys, *needles):
+    """The single stderr line of an exit-2 run, checked to hold every needle."""
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("jaxcert: error: "), err
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]
+
+
+def test_every_report_the_writer_produces_passes_the_schema(files):
+    """The checker is the writer's layout: every real report passes, the writer's keys are the checker's tables
+    (required keys always written, nothing written that the tables do not name)."""
+    from jaxcert.probes import PROBES
+
+    def keys_match(written, table, where):
+        required = {k for k, (_, req) in table.items() if req}
+        assert required <= set(written) <= set(table), (where, set(written) ^ set(table))
+
+    for name in REPORTS + LAMBDAS:
+        kind, doc = report_schema.load(files[name])
+        assert kind == ("lambda" if name in LAMBDAS else "report")
+        if kind == "lambda":
+            keys_match(doc, report_schema.LAMBDA_FIELDS, name)
+            continue
+        keys_match(doc, report_schema.REPORT_FIELDS, name)
+        keys_match(doc["aggregate"], report_schema.AGGREGATE_FIELDS, name)
+        for p in doc["probes"]:
+            keys_match(p, report_schema.PROBE_FIELDS, p["name"])
+            for e in p["per_element"].values():
+                keys_match(e, report_schema.ELEMENT_FIELDS, p["name"])
+    # the probes on named structures are the registry's
+    assert set(report_schema.STRUCTURE_PROBES) == {n for n, spec in PROBES.items() if spec.structures is not None}
+
+
+def test_committed_benchmark_reports_pass_the_schema():
+    """The reports in benchmarks/results (bridged CHGNet and SevenNet runs, ten elements, older λ files without a
+    dtype) are writer output too: each passes, and they still make boards."""
+    import pathlib
+
+    found = {"report": [], "lambda": []}
+    for path in sorted((pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "results").glob("*.json")):
+        doc = _read(path)
+        if isinstance(doc, dict) and doc.get("schema") in report_schema.KINDS:
+            kind, _ = report_schema.load(path)
+            found[kind].append(str(path))
+    assert len(found["report"]) >= 2 and len(found["lambda"]) >= 2
+    for paths in found.values():
+        board = compare.build_board(paths, align="intersection", allow_version_mismatch=True)
+        assert len(board["rows"]) == len(paths)
+
+
+def _set(*path_value):
+    """An edit setting ``doc[path...] = value`` (``DELETE``: remove the key)."""
+    *path, value = path_value
+
+    def edit(d):
+        for k in path[:-1]:
+            d = d[k]
+        if value is DELETE:
+            del d[path[-1]]
+        else:
+            d[path[-1]] = value
+    return edit
+
+
+DELETE = object()
+NAN = float("nan")
+# (case, edit of the clean report (elements Si, C; probes equivariance, stress_consistency), field in the message)
+TAMPERED = [
+    ("n_evals_text", _set("aggregate", "n_evals", "abc"), "aggregate.n_evals: got 'abc'; allowed: an integer >= 0"),
+    ("overall_object", _set("aggregate", "overall", {}), "aggregate.overall: got {}; allowed: a number in [0, 1]"),
+    ("probe_score_nan", _set("probes", 0, "score", NAN), "probes[0].score: got nan; allowed: a finite number"),
+    ("element_score_nan", _set("probes", 1, "per_element", "C", "score", NAN),
+     "probes[1].per_element.C.score: got nan"),
+    ("defect_infinity", _set("probes", 0, "defect", float("inf")), "probes[0].defect: got inf"),
+    ("element_missing", _set("probes", 1, "per_element", "C", DELETE),
+     "probes[1].per_element.C: missing; allowed: an object with the element's result"),
+    ("element_extra", _set("probes", 0, "per_element", "Al", {}), "probes[0].per_element.Al: got {}; allowed: entries"),
+    ("name_missing", _set("probes", 0, "name", DELETE), "probes[0].name: missing; allowed: a non-empty string"),
+    ("name_duplicate", _set("probes", 1, "name", "equivariance"), "probes[1].name: got 'equivariance'"),
+    ("probes_null", _set("probes", None), "probes: got None; allowed: a list"),
+    ("probe_not_object", _set("probes", 0, "x"), "probes[0]: got 'x'; allowed: an object"),
+    ("per_element_list", _set("probes", 0, "per_element", []), "probes[0].per_element: got []; allowed: an object"),
+    ("status_unknown", _set("probes", 0, "per_element", "Si", "status", "fine"),
+     "probes[0].per_element.Si.status: got 'fine'; allowed: one of ok, non-finite, error, skipped, unsupported"),
+    ("score_above_one", _set("probes", 0, "score", 1.5), "probes[0].score: got 1.5; allowed: a number in [0, 1]"),
+    ("gate_text", _set("probes", 0, "gate", "yes"), "probes[0].gate: got 'yes'; allowed: true, false or null"),
+    ("n_evals_negative", _set("probes", 0, "per_element", "Si", "n_evals", -1), "probes[0].per_element.Si.n_evals"),
+    ("n_evals_float", _set("probes", 0, "n_evals", 2.5), "probes[0].n_evals: got 2.5"),
+    ("elements_unknown", _set("elements", ["Si", "Xx"]), "elements[1]: got 'Xx'; allowed: a non-empty list of element"),
+    ("elements_twice", _set("elements", ["Si", "Si"]), "elements[1]: got 'Si'"),
+    ("seed_negative", _set("seed", -1), "seed: got -1; allowed: an integer in [0, 2147483647]"),
+    ("method_unknown", _set("aggregate", "method", "median"), "aggregate.method: got 'median'; allowed: one of "),
+    ("per_element_overall", _set("aggregate", "per_element_overall", "C", DELETE),
+     "aggregate.per_element_overall.C: missing"),
+    ("gates_counts", _set("aggregate", "gates_passed", 9), "aggregate.gates_passed: got 9"),
+    ("model_name", _set("model", "name", DELETE), "model.name: missing"),
+    ("version_number", _set("versions", "jaxcert", 3), "versions.jaxcert: got 3; allowed: a string"),
+    ("dtype_number", _set("dtype", 64), "dtype: got 64; allowed: a non-empty string"),
+    ("details_null", _set("probes", 0, "per_element", "Si", "details", None),
+     "probes[0].per_element.Si.details: got None"),
+]
+
+
+@pytest.mark.parametrize("edit,field", [c[1:] for c in TAMPERED], ids=[c[0] for c in TAMPERED])
+def test_tampered_report_is_refused_naming_file_and_field(files, capsys, edit, field):
+    """Each field compare reads is checked: a wrong type, a value out of range, NaN where the writer writes none,
+    a missing element or name are one input error (exit 2) naming the file and the field, never a board."""
+    path = _variant(files, "clean", "tampered", edit)
+    assert main(["compare", files["clean"], path]) == 2
+    _one_error(capsys, f"jaxcert: error: {path}: {field}")
+    with pytest.raises(InputError, match=re.escape(field)):
+        compare.load(path)
+
+
+LAMBDA_TAMPERED = [
+    ("lambda_nan", _set("lambda", "H2O", NAN), "lambda.H2O: got nan"),
+    ("lambda_negative", _set("lambda", "H2O", -1.0), "lambda.H2O: got -1.0; allowed: a finite number >= 0 or null"),
+    ("lambda_null_map", _set("lambda", None), "lambda: got None; allowed: an object"),
+    ("n_evals_missing", _set("n_evals", "NH3", DELETE), "n_evals.NH3: missing"),
+    ("n_evals_text", _set("n_evals", "H2O", "abc"), "n_evals.H2O: got 'abc'"),
+    ("skipped_unknown", _set("skipped", "CH4", "no"), "skipped.CH4: got 'no'"),
+    ("gate_text", _set("gate", "yes"), "gate: got 'yes'; allowed: true or false"),
+    ("threshold_zero", _set("gate_threshold", 0), "gate_threshold: got 0; allowed: a finite number > 0"),
+    ("mean_text", _set("mean", "small"), "mean: got 'small'"),
+    ("model_object", _set("model", {}), "model: got {}; allowed: a non-empty string"),
+]
+
+
+@pytest.mark.parametrize("edit,field", [c[1:] for c in LAMBDA_TAMPERED], ids=[c[0] for c in LAMBDA_TAMPERED])
+def test_tampered_lambda_report_is_refused_naming_file_and_field(files, capsys, edit, field):
+    path = _variant(files, "lam_clean", "lam_tampered", edit)
+    assert main(["compare", files["lam_clean"], path]) == 2
+    _one_error(capsys, f"jaxcert: error: {path}: {field}")
+
+
+def test_hostile_files_are_input_errors(files, tmp_path, capsys):
+    """Deep nesting (json itself recurses), nesting below the recursion limit, an oversized file and an
+    integer of more digits than Python parses: each one line, exit 2, naming the file."""
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 200_000 + "]" * 200_000)
+    nested = _variant(files, "clean", "nested", _set("model", "extra", json.loads("[" * 200 + "]" * 200)))
+    huge = tmp_path / "huge.json"
+    with open(huge, "wb") as fh:  # sparse: refused by its size before a byte is read
+        fh.truncate(report_schema.MAX_BYTES + 1)
+    digits = tmp_path / "digits.json"
+    digits.write_text('{"schema": "jaxcert-report/1", "seed": ' + "9" * 5000 + "}")
+    for path, text in ((deep, "nested too deeply"), (nested, f"nested more than {report_schema.MAX_DEPTH} levels"),
+                       (huge, "allowed: a report file of at most 32 MiB"), (digits, "not JSON that can be read")):
+        assert main(["compare", files["clean"], str(path)]) == 2
+        _one_error(capsys, f"jaxcert: error: {path}: ", text)
+
+
+def test_width_is_checked_and_named(files, capsys):
+    assert main(["compare", files["clean"], "--width", "0"]) == 2
+    assert _one_error(capsys) == f"jaxcert: error: --width: got 0; allowed: an integer >= {compare.MIN_WIDTH}"
+    with pytest.raises(InputError, match="width: got -5"):
+        compare.board_table(compare.build_board([files["clean"]]), width=-5)
+    assert main(["compare", files["clean"], "--width", str(compare.MIN_WIDTH)]) == 0
+
+
+def test_outputs_are_checked_before_any_report_is_read(files, tmp_path, capsys):
+    """--json / --html: writable files, not the same file, and never one of the reports compared (the board would
+    overwrite an input); all refused before a report is read (a broken report is not even opened)."""
+    broken = tmp_path / "broken.json"
+    broken.write_text("not json")
+    before = _read(files["clean"])
+    cases = [
+        (["--json", files["clean"]], "--json: ", "is the same file as REPORT.json"),
+        (["--html", files["curl"]], "--html: ", "is the same file as REPORT.json"),
+        (["--json", str(tmp_path / "b"), "--html", str(tmp_path / "b")], "--html: ", "is the same file as --json"),
+        (["--json", str(tmp_path)], "--json: ", "is a directory"),
+        (["--html", str(tmp_path / "no" / "such" / "b.html")], "--html: no such directory", ""),
+    ]
+    for extra, flag, text in cases:
+        assert main(["compare", files["clean"], files["curl"], str(broken), *extra]) == 2
+        _one_error(capsys, flag, text)
+    assert _read(files["clean"]) == before
+    assert not (tmp_path / "b").exists()

@@ -14,6 +14,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 #: two cheap probes, then one more: the killed process compiles its programs one at a time
 #: (JAXCERT_COMPILE_WORKERS=0), so a kill after the second checkpoint lands while the third compiles
 PROBES = "parity,equivariance,betti"
@@ -93,7 +95,7 @@ def test_resume_refuses_a_report_of_another_run(tmp_path, capsys):
     r.write_text("{not json")
     assert main(["certify", "--model", "lj", "--elements", "Si", "--probes", "parity", "--json", str(r),
                  "--resume", "--quiet"]) == 2
-    assert "cannot read" in capsys.readouterr().err
+    assert "not JSON" in capsys.readouterr().err
 
 
 def test_same_command_twice_gives_identical_json(tmp_path):
@@ -111,3 +113,92 @@ def test_same_command_twice_gives_identical_json(tmp_path):
     assert a["dtype"] == dtype
     assert json.dumps(_stable(a), sort_keys=True) == json.dumps(_stable(b), sort_keys=True)
     assert a["machine"].keys() == b["machine"].keys()  # only the values (load) may differ
+
+
+# ------------------------------------------------------------------ a resume file is validated (issue 23)
+AR = ["certify", "--model", "lj", "--elements", "Ar", "--probes", "parity", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def ar_report(tmp_path_factory):
+    """A real checkpoint file written by the CLI (complete, with its probe configs): lj on Ar, parity."""
+    from jaxcert.cli import main
+
+    path = tmp_path_factory.mktemp("resume") / "ar.json"
+    assert main([*AR, "--json", str(path)]) == 0
+    return _read(path)
+
+
+def test_the_checkpoint_the_writer_produces_passes_the_schema_and_resumes(ar_report, tmp_path, capsys):
+    from jaxcert import report_schema
+    from jaxcert.cli import main
+
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(ar_report))
+    kind, doc = report_schema.load(path, "--resume", kinds=(report_schema.REPORT_SCHEMA,))
+    assert kind == "report" and doc["complete"] is True and set(doc["probe_configs"]) == {"parity"}
+    partial = dict(ar_report, complete=False)
+    path.write_text(json.dumps(partial))
+    capsys.readouterr()
+    assert main([*AR, "--json", str(path), "--resume"]) == 0
+    assert "1 of 1 probes finished" in capsys.readouterr().err
+
+
+def _set(doc, path, value):
+    d = doc
+    for k in path[:-1]:
+        d = d[k]
+    if value is DELETE:
+        del d[path[-1]]
+    else:
+        d[path[-1]] = value
+
+
+DELETE = object()
+# (case, field path, value, what the message says)
+RESUME_TAMPERED = [
+    ("probes_null", ("probes",), None, "probes: got None; allowed: a list"),
+    ("probe_null", ("probes", 0), None, "probes[0]: got None; allowed: an object"),
+    ("per_element_null", ("probes", 0, "per_element"), None, "probes[0].per_element: got None; allowed: an object"),
+    ("element_missing", ("probes", 0, "per_element", "Ar"), DELETE,
+     "probes[0].per_element.Ar: missing; allowed: an object with the element's result"),
+    ("name_missing", ("probes", 0, "name"), DELETE, "probes[0].name: missing; allowed: a non-empty string"),
+    ("name_number", ("probes", 0, "name"), 7, "probes[0].name: got 7"),
+    ("status_number", ("probes", 0, "per_element", "Ar", "status"), 3, "probes[0].per_element.Ar.status: got 3"),
+    ("status_null", ("probes", 0, "status"), None, "probes[0].status: got None"),
+    ("defect_text", ("probes", 0, "per_element", "Ar", "defect"), "x",
+     "probes[0].per_element.Ar.defect: got 'x'; allowed: a finite number or null"),
+    ("defect_nan", ("probes", 0, "per_element", "Ar", "defect"), float("nan"),
+     "probes[0].per_element.Ar.defect: got nan"),
+    ("score_list", ("probes", 0, "per_element", "Ar", "score"), [1], "probes[0].per_element.Ar.score: got [1]"),
+    ("score_negative", ("probes", 0, "score"), -0.5, "probes[0].score: got -0.5; allowed: a number in [0, 1]"),
+    ("gate_text", ("probes", 0, "per_element", "Ar", "gate"), "no", "probes[0].per_element.Ar.gate: got 'no'"),
+    ("n_evals_float", ("probes", 0, "per_element", "Ar", "n_evals"), 1.5, "probes[0].per_element.Ar.n_evals: got 1.5"),
+    ("n_evals_huge", ("probes", 0, "per_element", "Ar", "n_evals"), 2**70, "probes[0].per_element.Ar.n_evals"),
+    ("details_list", ("probes", 0, "per_element", "Ar", "details"), [], "probes[0].per_element.Ar.details: got []"),
+    ("target_text", ("probes", 0, "target"), "0", "probes[0].target: got '0'; allowed: a finite number"),
+    ("wall_null", ("probes", 0, "wall_s"), None, "probes[0].wall_s: got None"),
+    ("host_evaluations", ("probes", 0, "host_evaluations"), {"energy": "3"}, "probes[0].host_evaluations.energy"),
+    ("configs_list", ("probe_configs",), ["parity"], "probe_configs: got ['parity']; allowed: an object"),
+    ("versions_list", ("versions",), [], "versions: got []"),
+    ("seed_text", ("seed",), "0", "seed: got '0'"),
+    ("complete_text", ("complete",), "yes", "complete: got 'yes'; allowed: true or false"),
+]
+
+
+@pytest.mark.parametrize("path,value,field", [c[1:] for c in RESUME_TAMPERED], ids=[c[0] for c in RESUME_TAMPERED])
+def test_tampered_resume_file_is_refused_naming_file_and_field(ar_report, tmp_path, capsys, path, value, field):
+    """A wrong type, a missing element or name in the checkpoint is one input error (exit 2) naming --resume, the
+    file and the field, not a traceback or a bare ``KeyError``; the file is left as it was."""
+    from jaxcert.cli import main
+
+    doc = json.loads(json.dumps(ar_report))
+    _set(doc, path, value)
+    r = tmp_path / "r.json"
+    r.write_text(json.dumps(doc))
+    before = r.read_text()
+    capsys.readouterr()
+    assert main([*AR, "--json", str(r), "--resume"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"jaxcert: error: --resume: {r}: {field}"), err
+    assert r.read_text() == before

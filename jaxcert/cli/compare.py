@@ -7,24 +7,31 @@ and :func:`~jaxcert.compare.board_html`.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 
-from jaxcert.compare import ALIGN_MODES, LAYOUTS, board_html, board_json, board_table, build_board, sort_rows
-from jaxcert.inputs import InputError
+from jaxcert import inputs
+from jaxcert.compare import ALIGN_MODES, LAYOUTS, MIN_WIDTH, board_html, board_json, board_table, build_board, sort_rows
 
 __all__ = ["cmd_compare", "register"]
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
-    """Build the board, print it, write ``--json`` / ``--html``; exit 0 (2 for any input error)."""
-    for flag, path in (("--json", a.json), ("--html", a.html)):
-        folder = os.path.dirname(os.path.abspath(path)) if path else None
-        if folder and not os.path.isdir(folder):
-            raise InputError(f"{flag}: no such directory {folder!r} for {path!r}")
+    """Build the board, print it, write ``--json`` / ``--html``; exit 0 (2 for any input error).
+
+    Everything is checked before any report is read: ``--width``, the output files (writable, not the same
+    file twice, none of them one of the reports compared)."""
+    width = (max(shutil.get_terminal_size((110, 24)).columns, MIN_WIDTH) if a.width is None
+             else inputs.integer("--width", a.width, minimum=MIN_WIDTH))
+    outputs = (("--json", a.json), ("--html", a.html))
+    inputs.distinct_outputs(outputs)
+    for flag, path in outputs:
+        if path is not None:
+            inputs.output_file(flag, path)
+            for report in a.reports:  # the board must not overwrite a report it reads
+                inputs.distinct_outputs((("REPORT.json", report), (flag, path)))
     board = build_board(a.reports, align=a.align, allow_version_mismatch=a.allow_version_mismatch)
     sort_rows(board, a.sort, a.reverse)  # validates --sort before anything is written
-    print(board_table(board, sort=a.sort, reverse=a.reverse, width=a.width, layout=a.layout))
+    print(board_table(board, sort=a.sort, reverse=a.reverse, width=width, layout=a.layout))
     if a.json:
         board_json(board, a.json)
         print(f"wrote {a.json}")
@@ -53,9 +60,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--layout", default="auto", choices=LAYOUTS,
                    help="terminal table: models as rows, probes as rows (models as columns), or auto (models "
                    "as rows when it fits in --width)")
-    c.add_argument("--width", type=int, default=shutil.get_terminal_size((110, 24)).columns,
-                   help="characters per line for --layout auto and the wrapped explanations (default: the "
-                   "terminal's width, 110 when not on a terminal)")
+    c.add_argument("--width", type=int, default=None, metavar="N",
+                   help=f"characters per line for --layout auto and the wrapped explanations, at least {MIN_WIDTH} "
+                   "(default: the terminal's width, 110 when not on a terminal)")
     c.add_argument("--allow-version-mismatch", action="store_true",
                    help="compare reports written by different jaxcert versions")
     c.set_defaults(fn=cmd_compare)
