@@ -227,6 +227,19 @@ def test_gradient_over_the_weights():
     assert sum(v > 0 for v in norms) > len(norms) // 2
 
 
+def test_matmul_precision_is_highest_in_the_network_only():
+    """nequix's import sets JAX's global matmul precision to "highest" (full float32 on GPUs); the adapter
+    restores the global setting and asks for "highest" in the network's own products (checked on the
+    lowered program: no compile)."""
+    before = jax.config.jax_default_matmul_precision
+    model = jaxcert.Model.from_nequix(CKPT, dtype="float32")
+    assert jax.config.jax_default_matmul_precision == before
+    s = model.prepare(jaxcert.Structure.from_ase(CASES["CH4"], dtype=jnp.float32))
+    dots = [ln for ln in jax.jit(model.energy_of).lower(model.params, s).as_text().splitlines()
+            if "dot_general" in ln]
+    assert dots and all("HIGHEST" in ln for ln in dots)
+
+
 def test_cli_spec_and_missing_file(tmp_path):
     from jaxcert import inputs, models
     from jaxcert.cli._common import load_model
