@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from ase.data import chemical_symbols
 
-from jaxcert import _adapters
+from jaxcert import _adapters, _nequix
 from jaxcert.geometry import det3, is_concrete
 from jaxcert.neighbors import DENSE, SPARSE_MIN_ATOMS, auto_neighbors, coverage, with_images
 from jaxcert.structure import Structure, StructureError, UnsupportedStructure
@@ -178,6 +178,47 @@ class Model:
         fn, cutoff, elements, net = _adapters.mlip_energy(force_field, capacity)
         return cls(energy_fn=fn, params=force_field.params, name=name or f"mlip-{net.lower()}", cutoff=cutoff,
                    elements=elements, info=(("source", f"mlip ForceField ({net})"), ("adapter", "docs/adapters.md §3")))
+
+    @classmethod
+    def from_nequix(cls, path: str | Any, dtype: str | None = None, *,
+                    capacity: int | None = _nequix.DEFAULT_CAPACITY,
+                    max_batch: int | None = _nequix.DEFAULT_MAX_BATCH, name: str | None = None) -> Model:
+        """A Nequix checkpoint (``.nqx``, e.g. ``nequix-mp-1.nqx``) as a Model (``docs/adapters.md`` §4).
+
+        nequix's own loader builds the Equinox model; jaxcert evaluates its per-atom energies on its own
+        graph, handing it the exact pair vectors r_j + n·h − r_i (all periodic images), so forces and stress
+        are exact derivatives of Nequix's energy.  The Equinox model's float arrays are the parameter leaf
+        (``jax.grad`` over the weights works); elements and cutoff come from the checkpoint.
+
+        Args:
+          path: the checkpoint file (nequix keeps the ones it downloads in ``~/.cache/nequix/models``).
+          dtype: "float32" or "float64" to run the network in that precision whatever the structure's
+            dtype, or ``None`` to follow the structure's dtype.  "float64" needs JAX's x64 mode.
+          capacity: neighbour slots per atom within the 6 Å cutoff (default
+            :data:`jaxcert._nequix.DEFAULT_CAPACITY`; more give NaN, never a truncated sum); ``None`` keeps
+            every candidate slot.
+          max_batch: geometries evaluated at once (default :data:`jaxcert._nequix.DEFAULT_MAX_BATCH`; ``None``:
+            no limit).
+          name: report label (default ``nequix:<file stem>``, plus ``@dtype`` when given).
+
+        Raises:
+          FileNotFoundError: no file at ``path``.
+          jaxcert._nequix.NequixUnavailable: nequix, equinox, e3nn-jax or jraph is not installed.
+          ValueError: a bad ``dtype`` or ``capacity``, or "float64" without x64.
+        """
+        from pathlib import Path
+
+        if dtype not in (None, "float32", "float64"):
+            raise ValueError(f"dtype must be 'float32', 'float64' or None, got {dtype!r}")
+        module, config = _nequix.load_nequix(path)
+        fn, params, cutoff, elements = _nequix.nequix_energy(module, config, dtype=dtype, capacity=capacity)
+        stem = Path(path).name.removesuffix(".nqx")
+        label = name or f"nequix:{stem}" + (f"@{dtype}" if dtype else "")
+        info = (("source", f"Nequix checkpoint {Path(path).expanduser()}"), ("adapter", "docs/adapters.md §4"),
+                ("capacity", str(capacity)), ("precision", dtype or "structure dtype"),
+                ("parameters", str(sum(int(x.size) for x in jax.tree.leaves(params)))))
+        return cls(energy_fn=fn, params=params, name=label, cutoff=cutoff, elements=elements, info=info,
+                   max_batch=max_batch)
 
     # -------------------------------------------------------------- plumbing
     def replace(self, **changes: Any) -> Model:

@@ -32,7 +32,8 @@ def set_dtype(name: str) -> Any:
 
 def load_model(spec: str, defects: list[str] | None = None, max_batch: str | None = None):
     """Resolve ``--model``: a registered name, a registry spec with arguments (``jax-sevennet:7net-0``,
-    ``jax-sevennet:7net-mf-0:PBE@float32``; :func:`jaxcert.models.from_spec`), ``module:attr`` (a Model or a
+    ``jax-sevennet:7net-mf-0:PBE@float32``, ``nequix:PATH.nqx@float32``; :func:`jaxcert.models.from_spec`),
+    ``module:attr`` (a Model or a
     zero-argument factory returning one), or a bridged model (``chgnet``, ``sevennet:7net-0``, ``ase:module:attr``,
     options after ``@`` such as ``chgnet@float64,fd``; needs jaxcert-bridges); then apply
     ``--defect name=strength`` wrappers in order, and ``--max-batch`` (a positive integer, or "none" for no
@@ -126,7 +127,8 @@ def _load_user_model(spec: str) -> Model:
 def model_args(q: argparse.ArgumentParser) -> None:
     """--model, --defect, --dtype, --json: shared by certify, lambda and attack."""
     q.add_argument("--model", required=True, help="registered name or spec (see `jaxcert models`; e.g. "
-                   "jax-sevennet:7net-0), module:attr, or a bridged model (chgnet, sevennet:7net-0, ase:module:attr)")
+                   "jax-sevennet:7net-0, nequix:PATH.nqx@float32), module:attr, or a bridged model (chgnet, "
+                   "sevennet:7net-0, ase:module:attr)")
     q.add_argument("--defect", action="append", default=[], metavar="NAME=STRENGTH",
                    help="wrap the model in a defect (repeatable), e.g. curl=0.3")
     q.add_argument("--dtype", default="float64", help="float64 (default) or float32")

@@ -28,6 +28,9 @@ _SPECS: dict[str, tuple[str, str]] = {
     "jax-sevennet": ("jaxcert.models.sevennet:from_spec",
                      "jax-sevennet:CHECKPOINT[:MODAL][@float32|@float64]: native SevenNet (7net-0, 7net-mf-0:PBE, "
                      "7net-mf-0:R2SCAN, 7net-l3i5, ...; docs/sevennet.md)"),
+    "nequix": ("jaxcert._nequix:from_spec",
+               "nequix:PATH.nqx[@float32|@float64][,capacity=N]: a Nequix checkpoint (nequix-mp-1, nequix-oam-1, "
+               "...) on jaxcert's graph; needs nequix installed (docs/adapters.md §4)"),
 }
 
 

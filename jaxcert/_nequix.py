@@ -1,0 +1,199 @@
+r"""Nequix checkpoints (``.nqx``) evaluated natively on jaxcert's graph (``docs/adapters.md`` §4).
+
+A Nequix checkpoint is one line of JSON (the training config: elements, cutoff, irreps, scale and shift)
+followed by the Equinox model's array leaves.  The installed ``nequix`` package builds the Equinox
+module and fills it (``nequix.model.load_model``); this module does no more than that with nequix's code
+and then evaluates the module's per-atom energy on a graph jaxcert builds itself:
+
+* edges i ← j for every pair within the cutoff, from :func:`jaxcert.neighbors.pairs` (every periodic
+  image, the cell list for large cells), compacted to ``capacity`` nearest slots per atom
+  (:func:`jaxcert.build_graph`); the edge vector handed to Nequix is jaxcert's pair vector
+  r_j + n·h − r_i, the quantity nequix computes as ``positions[sender] − positions[receiver] +
+  shift·cell``, so it is a smooth function of the positions R and the cell h and F = −∇_R E and
+  σ = V⁻¹∂E/∂ε are exact derivatives of Nequix's energy (jaxcert's :class:`jaxcert.Model` takes them);
+* non-edges (padding slots, pairs beyond the cutoff, padding atoms) hold a vector of length 2·cutoff,
+  where Nequix's polynomial envelope and its bias-free radial network give an exactly zero message,
+  and padding atoms are left out of the energy sum, so padding is inert;
+* the species index is the position of Z in the checkpoint's sorted element list (nequix's own
+  convention); the energy is Σ_i [scale·readout_i + shift + E0(Z_i)] over real atoms, nequix's
+  ``node_energies``.
+
+The Equinox model is split (``equinox.partition``) into its float arrays, which become the
+:class:`jaxcert.Model`'s parameter leaf (so ``jax.grad`` over the weights works), and the static rest.
+``import jaxcert`` imports neither nequix nor equinox: both are imported when a checkpoint is loaded.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from jaxcert._adapters import graph_energy
+
+__all__ = ["DEFAULT_CAPACITY", "DEFAULT_MAX_BATCH", "CACHE_DIR", "NequixUnavailable", "load_nequix",
+           "nequix_energy", "from_spec"]
+
+#: Neighbour slots per atom kept within Nequix's 6 Å cutoff (fcc Cu has 78 neighbours within 6 Å, diamond
+#: Si 46, diamond carbon about 160 and 10 % compressed diamond about 220); more turn the energy into NaN.
+DEFAULT_CAPACITY = 256
+#: Geometries evaluated at once by default (:attr:`jaxcert.Model.max_batch`).
+DEFAULT_MAX_BATCH = 16
+#: Where ``nequix`` (``nequix.calculator.from_pretrained``) keeps the checkpoints it downloads.
+CACHE_DIR = "~/.cache/nequix/models"
+
+_INSTALL = ('pip install "jaxcert[nequix]" && pip install --no-deps nequix==0.4.5 '
+            "(nequix's wheel requires jax[cuda12] on Linux; docs/adapters.md §4)")
+
+
+class NequixUnavailable(ImportError):
+    """nequix (or its runtime dependencies equinox, e3nn-jax, jraph) is not installed."""
+
+
+def _import_nequix_model() -> Any:
+    """``nequix.model``, imported without keeping the global matmul-precision change nequix's
+    ``__init__`` makes (the energy sets "highest" precision itself, where it evaluates the network)."""
+    missing = [m for m in ("nequix", "equinox", "e3nn_jax", "jraph") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise NequixUnavailable(f"Model.from_nequix needs {', '.join(missing)}: {_INSTALL}")
+    before = jax.config.jax_default_matmul_precision
+    try:
+        import nequix.model as nequix_model
+    finally:
+        jax.config.update("jax_default_matmul_precision", before)
+    return nequix_model
+
+
+def load_nequix(path: str | os.PathLike[str]) -> tuple[Any, dict[str, Any]]:
+    """(Equinox Nequix module, config dict) of a ``.nqx`` checkpoint: nequix's ``Nequix`` class built as
+    its ``load_model`` builds it (without the OpenEquivariance kernels), but only in shape
+    (``equinox.filter_eval_shape``), and filled with the stored leaves; a config with other keys falls
+    back to ``nequix.model.load_model`` itself.
+
+    Raises:
+      FileNotFoundError: ``path`` is not a file.
+      NequixUnavailable: nequix or one of its runtime dependencies is missing.
+    """
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise FileNotFoundError(f"no Nequix checkpoint at {str(p)!r} (nequix keeps the ones it downloads in "
+                                f"{CACHE_DIR}/<name>.nqx)")
+    nequix_model = _import_nequix_model()
+    import equinox as eqx
+
+    with open(p, "rb") as f:
+        config = json.loads(f.readline().decode())
+        try:  # the module's shapes without running its random initialisation (17 s here), then the leaves;
+            # nequix stores float32 leaves (under x64 the skeleton would say float64)
+            like = jax.tree.map(_stored_dtype, eqx.filter_eval_shape(lambda: _build(nequix_model.Nequix, config)))
+            return eqx.tree_deserialise_leaves(f, like), config
+        except (KeyError, TypeError, RuntimeError):  # a config or leaves this loader does not know
+            pass
+    return nequix_model.load_model(str(p), kernel=False)
+
+
+def _stored_dtype(x: Any) -> Any:
+    """A floating ShapeDtypeStruct as float32, the dtype nequix's checkpoints hold."""
+    if isinstance(x, jax.ShapeDtypeStruct) and jnp.issubdtype(x.dtype, jnp.floating):
+        return jax.ShapeDtypeStruct(x.shape, jnp.float32)
+    return x
+
+
+def _build(cls: Any, config: dict[str, Any]) -> Any:
+    """``cls(...)`` with the constructor arguments nequix's ``load_model`` takes from a checkpoint's config
+    (the per-element reference energies are among the stored leaves)."""
+    keys = ("hidden_irreps", "lmax", "cutoff", "n_layers", "radial_basis_size", "radial_mlp_size",
+            "radial_mlp_layers", "radial_polynomial_p", "mlp_init_scale", "index_weights", "layer_norm", "shift",
+            "scale", "avg_n_neighbors")
+    return cls(key=jax.random.key(0), n_species=len(config["atomic_numbers"]), kernel=False,
+               **{k: config[k] for k in keys})
+
+
+def nequix_energy(module: Any, config: dict[str, Any], *, dtype: str | None = None, capacity: int | None =
+                  DEFAULT_CAPACITY) -> tuple[Callable[[Any, Any], jax.Array], Any, float, tuple[int, ...]]:
+    """(energy(params, s) eV, params, cutoff Å, elements) of a loaded Nequix module (module docstring).
+
+    Args:
+      module: the Equinox ``nequix.model.Nequix`` (from :func:`load_nequix`).
+      config: its checkpoint config (``atomic_numbers``: the elements, in any order).
+      dtype: "float32" or "float64": the network runs in that precision whatever the structure's dtype
+        (positions and cell cast in, the energy cast back, so derivatives flow through the casts) and the
+        parameters are stored in it; ``None``: the network follows the structure's dtype (the stored float32
+        weights are cast to it inside the energy).  "float64" needs JAX's x64 mode.
+      capacity: neighbour slots per atom (a static shape; more neighbours within the cutoff give NaN, never a
+        truncated sum); ``None`` keeps every candidate slot of :func:`jaxcert.neighbors.pairs`.
+    """
+    import equinox as eqx
+
+    if dtype not in (None, "float32", "float64"):
+        raise ValueError(f"dtype must be 'float32', 'float64' or None, got {dtype!r}")
+    if dtype == "float64" and not jax.config.read("jax_enable_x64"):
+        raise ValueError("dtype float64 needs JAX's x64 mode (jax.config.update('jax_enable_x64', True); the CLI "
+                         "enables it with --dtype float64)")
+    if capacity is not None and int(capacity) < 1:
+        raise ValueError(f"capacity must be a positive number of neighbour slots, got {capacity!r}")
+    params, static = eqx.partition(module, eqx.is_inexact_array)
+    if dtype is not None:
+        params = jax.tree.map(lambda x: jnp.asarray(x, dtype), params)
+    elements = tuple(sorted(int(z) for z in config["atomic_numbers"]))
+    cutoff = float(module.cutoff)
+
+    def node_energies(prm: Any, g: Any) -> jax.Array:
+        dt = g.edge_vectors.dtype
+        net = eqx.combine(jax.tree.map(lambda x: x.astype(dt), prm), static)
+        with jax.default_matmul_precision("highest"):  # as nequix sets globally (full float32 on GPUs)
+            e = net.node_energies(g.edge_vectors, g.species, g.senders, g.receivers)
+        return e[:, 0]
+
+    summed = graph_energy(node_energies, cutoff, elements, None if capacity is None else int(capacity))
+
+    def energy(prm: Any, s: Any) -> jax.Array:
+        out = s.positions.dtype
+        if dtype is not None:
+            s = s.replace(positions=s.positions.astype(dtype), cell=s.cell.astype(dtype))
+        return summed(prm, s).astype(out)
+
+    return energy, params, cutoff, elements
+
+
+def from_spec(args: str, options: list[str]) -> Any:
+    """The CLI spec ``nequix:PATH[@float32|@float64][,capacity=N]`` (:func:`jaxcert.models.from_spec`).
+
+    ``args`` is the checkpoint path (``~`` expanded); ``options`` the words after ``@``: "float32" or
+    "float64" (the network's precision, see :func:`nequix_energy`) and ``capacity=N``.
+
+    Raises:
+      ValueError: no path, a missing file, an unknown option, or nequix not installed (the message says how).
+    """
+    from jaxcert.model import Model
+
+    if not args.strip():
+        raise ValueError("nequix:PATH needs the path of a .nqx checkpoint (nequix keeps downloaded ones in "
+                         f"{CACHE_DIR})")
+    dtype: str | None = None
+    capacity: int | None = DEFAULT_CAPACITY
+    for o in options:
+        key, eq, val = o.partition("=")
+        if o in ("float32", "float64"):
+            if dtype is not None and o != dtype:
+                raise ValueError(f"conflicting options {dtype!r} and {o!r}")
+            dtype = o
+        elif key == "capacity" and eq:
+            if val.lower() == "none":
+                capacity = None
+            elif val.isdigit() and int(val) > 0:
+                capacity = int(val)
+            else:
+                raise ValueError(f"capacity must be a positive integer or 'none', got {val!r}")
+        else:
+            raise ValueError(f"unknown option {o!r} for nequix (float32, float64, capacity=N)")
+    try:
+        return Model.from_nequix(args, dtype=dtype, capacity=capacity)
+    except (OSError, NequixUnavailable) as err:
+        raise ValueError(str(err)) from None
