@@ -42,6 +42,7 @@ translation.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -51,7 +52,8 @@ from jaxcert.attacks._mp2d import CRYSTALS, Crystal
 from jaxcert.attacks.sei import SEI
 
 __all__ = ["Crystal", "CRYSTALS", "SETS", "SUPERCELL_REPEATS", "ELEMENT_MIN_LENGTH", "build", "element_cell",
-           "names", "repeats_for_length", "resolve", "supercell", "table"]
+           "names", "repeats_for_length", "resolve", "supercell", "table", "MAX_SUPERCELL_ATOMS",
+           "SupercellTooLarge", "check_supercell"]
 
 
 
@@ -155,16 +157,45 @@ def supercell(atoms: Any, n: int | Sequence[int] | None = None, *, min_length: f
 #: Default minimum lattice-vector length (Å) of the cell built for an element symbol (docs/attacks.md §7).
 ELEMENT_MIN_LENGTH = 8.0
 
+#: The largest supercell :func:`element_cell` / ``--min-length`` may build (atoms).  A relax-attack-relax run keeps
+#: many (N, 3) float arrays per run (positions and forces of three stages, the optimizer's state) plus the
+#: neighbour lists, so 10⁶ atoms already means GBs per run; an unbounded ``--min-length`` (1e4 Å on Si:
+#: 5·10¹⁰ atoms) would first try to tile hundreds of GiB on the host.  A structure *file* of any size is taken as
+#: given; only repeats are bounded.
+MAX_SUPERCELL_ATOMS = 1_000_000
+
+
+class SupercellTooLarge(ValueError):
+    """The repeats a minimum length implies give more than ``max_atoms`` atoms (nothing was built)."""
+
+    def __init__(self, base_atoms: int, reps: tuple[int, ...], max_atoms: int, what: str = "cell"):
+        self.base_atoms, self.reps, self.max_atoms = int(base_atoms), tuple(int(m) for m in reps), int(max_atoms)
+        self.n_atoms = self.base_atoms * math.prod(self.reps)
+        gib = self.n_atoms * 3 * 8 / 2**30
+        super().__init__(f"the {'x'.join(map(str, self.reps))} repeat of the {self.base_atoms}-atom {what} has "
+                         f"{self.n_atoms:.3g} atoms (float64 positions alone {gib:.3g} GiB; a run keeps many such "
+                         f"arrays); the limit is {self.max_atoms:,} atoms")
+
+
+def check_supercell(atoms: Any, reps: Sequence[int], max_atoms: int | None = MAX_SUPERCELL_ATOMS,
+                    what: str = "cell") -> None:
+    """Raise :class:`SupercellTooLarge` when ``atoms.repeat(reps)`` would exceed ``max_atoms`` (None: no limit)."""
+    if max_atoms is not None and len(atoms) * math.prod(int(m) for m in reps) > max_atoms:
+        raise SupercellTooLarge(len(atoms), tuple(reps), max_atoms, what)
+
 
 def repeats_for_length(atoms: Any, min_length: float) -> tuple[int, int, int]:
     """Smallest diagonal repeats m_i with every periodic |m_i a_i| ≥ ``min_length`` Å (1 on non-periodic axes and for
     ``min_length = 0``).  Lattice-vector lengths, not plane spacings: docs/attacks.md §7."""
     lengths = np.linalg.norm(np.asarray(atoms.get_cell().array, np.float64), axis=1)
-    return tuple(max(1, int(np.ceil(min_length / x - 1e-9))) if (min_length > 0 and p and x > 0) else 1
+    if not math.isfinite(min_length) or min_length < 0:
+        raise ValueError(f"repeats_for_length: min_length must be a finite number >= 0 (Å), got {min_length!r}")
+    # Python floats and ints: a huge min_length gives a huge (exact) repeat count, never an overflow
+    return tuple(max(1, math.ceil(float(min_length) / float(x) - 1e-9)) if (min_length > 0 and p and x > 0) else 1
                  for x, p in zip(lengths, atoms.get_pbc(), strict=True))
 
 
-def element_cell(symbol: str, min_length: float = ELEMENT_MIN_LENGTH):
+def element_cell(symbol: str, min_length: float = ELEMENT_MIN_LENGTH, max_atoms: int | None = None):
     """The attackable cell of an element: a conventional cell repeated to every |m_i a_i| ≥ ``min_length`` Å.
 
     The base cell is ``ase.build.bulk(symbol, cubic=True)``, else ``orthorhombic=True`` (hcp), else ASE's
@@ -174,7 +205,8 @@ def element_cell(symbol: str, min_length: float = ELEMENT_MIN_LENGTH):
     another cell is not resumed as if it held these).
 
     Raises:
-      ValueError: ``min_length`` negative or non-finite, or ASE has no crystal structure for ``symbol``.
+      ValueError: ``min_length`` negative or non-finite, or ASE has no crystal structure for ``symbol``;
+        :class:`SupercellTooLarge` (a ValueError) when ``max_atoms`` is given and the repeat would exceed it.
     """
     from ase.build import bulk
 
@@ -191,6 +223,7 @@ def element_cell(symbol: str, min_length: float = ELEMENT_MIN_LENGTH):
         raise ValueError(f"ase.build.bulk has no crystal structure for {symbol!r} ({type(last).__name__}: "
                          f"{str(last)[:120]}); give a structure file instead")
     reps = repeats_for_length(base, min_length)
+    check_supercell(base, reps, max_atoms, what=f"cell of {symbol}")
     out = base.repeat(reps)
     call = f"ase.build.bulk({symbol!r}{', ' + how if how else ''})"
     out.info.update({"jaxcert_source": f"{call}.repeat({reps})", "supercell": reps, "base_atoms": len(base),

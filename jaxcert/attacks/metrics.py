@@ -718,8 +718,11 @@ def run_metrics(grid: Any, i_s: int, i_a: int, i_e: int, i_k: int) -> dict[str, 
     spec = grid.attacks[i_a]
     cfg = grid.config
     a = ref.structure.to_ase()
-    L = float(np.min(np.linalg.norm(a.get_cell().array, axis=1)))
+    # ε% is relative to a lattice period, which only a periodic axis has: a molecule or cluster (no periodic axis)
+    # gets null ε% (NaN here, null in JSON), a slab the smallest length among its periodic axes (docs/attacks.md §1.7)
+    pbc = np.asarray(a.get_pbc(), bool)
     lengths = np.linalg.norm(a.get_cell().array, axis=1)
+    L = float(np.min(lengths[pbc])) if pbc.any() else math.nan
     eps = float(run.epsilon)
     dtype = np.asarray(ref.structure.positions).dtype
     row: dict[str, Any] = {
@@ -727,8 +730,9 @@ def run_metrics(grid: Any, i_s: int, i_a: int, i_e: int, i_k: int) -> dict[str, 
         "dtype": str(np.asarray(ref.structure.positions).dtype),
         "attack": spec.name, "attack_label": spec.label, "n_steps": spec.n_steps, "alpha_ratio": float(spec.alpha),
         "epsilon": float(grid.epsilons[i_e]), "epsilon_A": eps, "alpha_A": float(run.alpha),
-        "epsilon_percent_min": 100.0 * eps / L,
-        "epsilon_percent_abc": [100.0 * eps / x if x > 0 else math.nan for x in lengths],
+        "epsilon_percent_min": 100.0 * eps / L if L > 0 else math.nan,
+        "epsilon_percent_abc": [100.0 * eps / x if (p and x > 0) else math.nan for x, p in zip(lengths, pbc,
+                                                                                                 strict=True)],
         "seed": int(grid.seeds[i_k]), "loss": cfg.loss, "optimizer": cfg.optimizer, "fmax": cfg.fmax,
         "max_steps": cfg.max_steps,
         "random_start": spec.start, "random_start_fraction": {"uniform": 1.0, "sign": spec.sign_start}.get(
@@ -773,8 +777,8 @@ def run_warnings(row: dict[str, Any], *, periodic: bool, min_lattice: float) -> 
         unit = " eV/Å" if row.get("loss", "energy") == "energy" else ""
         warnings.append(f"stationary point: every |dJ/dR| at the reference is below {row['grad_tolerance']:g}{unit} "
                         f"(max {row['grad_max_reference']:.3g}{unit}), {how}")
-    half = 0.5 * min_lattice if periodic else math.nan
-    big = bool(periodic and row["epsilon_A"] > half)
+    half = 0.5 * min_lattice if (periodic and min_lattice > 0) else math.nan
+    big = bool(math.isfinite(half) and row["epsilon_A"] > half)
     if big:
         warnings.append(f"eps = {row['epsilon_A']:.4g} Å exceeds half the smallest lattice vector ({half:.4g} Å): "
                         "the perturbation can move atoms across the cell and into each other's periodic images")

@@ -60,7 +60,8 @@ RELAXERS = {"fire": fire, "lbfgs": lbfgs, "bfgs": bfgs}
 OPTIMIZERS = tuple(RELAXERS)
 
 __all__ = ["AttackSpec", "PipelineConfig", "Stage", "RunResult", "GridResult", "ATTACKS", "RELAXERS", "OPTIMIZERS",
-           "attack_relax", "relax_attack_relax", "run_grid", "relax_batch", "check_attackable"]
+           "attack_relax", "relax_attack_relax", "run_grid", "relax_batch", "check_attackable",
+           "check_relative"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -293,11 +294,25 @@ def check_attackable(name: str, s: Any) -> None:
                 "ase Atoms.repeat, or --min-length for an element symbol)")
 
 
+def check_relative(name: str, s: Any, relative: bool) -> None:
+    """Refuse ε relative to the lattice (``relative=True``) on a structure that is not periodic along all three axes:
+    L = min(|a|, |b|, |c|) is a lattice period only there (a molecule's cell may be zero or an arbitrary box).
+    ``s`` is an ``ase.Atoms`` or a :class:`Structure`; ``name`` names the setting in the message."""
+    if not relative:
+        return
+    pbc = tuple(bool(p) for p in (s.get_pbc() if hasattr(s, "get_pbc") else s.pbc))
+    if not all(pbc):
+        raise inputs.InputError(f"{name}: ε relative to the smallest lattice vector needs a structure periodic along "
+                                f"all three axes, got pbc={list(pbc)} (a molecule, cluster or slab has no lattice "
+                                "period along a non-periodic axis); allowed: absolute ε in Å (relative off)")
+
+
 def relax_attack_relax(model: Model, s: Structure, spec: AttackSpec, eps: float, seed: int,
                        config: PipelineConfig = PipelineConfig()) -> tuple[RelaxResult, Stage, RunResult]:
     """One full run, unbatched (the looped reference for tests and small jobs); ``s`` prepared here."""
     eps_h, seed_h = _check_grid_args([eps], [seed])
     check_attackable("structure", s)
+    check_relative("PipelineConfig.relative", s, config.relative)
     s = model.prepare(s)
 
     def run(t):
@@ -358,7 +373,7 @@ def _grid(model, s_ref, eps, seeds, n, ratio, rs, proj, sign, cfg, max_n):
 
 def run_grid(model: Model, structures: Structure | Sequence[Structure], epsilons: Any, seeds: Any = (42,),
              attacks: Sequence[AttackSpec] | AttackSpec = ATTACKS,
-             config: PipelineConfig = PipelineConfig()) -> GridResult:
+             config: PipelineConfig = PipelineConfig(), progress: Any = None) -> GridResult:
     """Relax each structure once, then attack and relax every (attack, ε, seed) in one vmapped program.
 
     Args:
@@ -368,6 +383,10 @@ def run_grid(model: Model, structures: Structure | Sequence[Structure], epsilons
       seeds: (K,) integer seeds in [0, 2³¹ − 1], each once (PGD and R+FGSM random starts).
       attacks: attack specifications (default: the experiment's FGSM, I-FGSM n=10, PGD n=10 α=0.1ε).
       config: :class:`PipelineConfig`.
+      progress: optional callback ``progress(phase)`` called as each phase starts: ``"relax"`` (the reference
+        relaxations) and ``"attack + relax"`` (the attacks and second relaxations, one compiled program, so one
+        phase).  With a callback the reference relaxation is waited for before the second phase is reported, so
+        that the phases are timed honestly (the second phase needs its result anyway).
 
     Returns:
       :class:`GridResult`; ``runs`` has leading axes (S, A, E, K).
@@ -388,13 +407,19 @@ def run_grid(model: Model, structures: Structure | Sequence[Structure], epsilons
     eps_host, seeds_np = _check_grid_args(epsilons, seeds)  # ε as requested (recorded unrounded)
     s = stack(list(structures)) if not isinstance(structures, Structure) else structures
     check_attackable("structures", s)
+    check_relative("PipelineConfig.relative", s, config.relative)
     s = model.prepare(s)
     dt = s.dtype
     eps = jnp.asarray(eps_host, dt)
     n, ratio, rs, proj, sign = _spec_arrays(attacks)
 
     def run(t):
+        if progress is not None:
+            progress("relax")
         ref, ref_stage = _relax_batch(model, t, config)
+        if progress is not None:
+            jax.block_until_ready(ref_stage)
+            progress("attack + relax")
         runs = _grid(model, ref.structure, eps, jnp.asarray(seeds_np, jnp.uint32), jnp.asarray(n),
                      jnp.asarray(ratio, dt), jnp.asarray(rs), jnp.asarray(proj), jnp.asarray(sign, dt), config,
                      int(n.max()))

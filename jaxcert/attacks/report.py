@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from typing import Any
 
@@ -97,8 +98,11 @@ class AttackReport:
         for r in self.rows:
             start = {"uniform": ", uniform random start",
                      "sign": f", random sign start ±{r['random_start_fraction']:g} eps"}.get(r["random_start"], "")
+            pct = r.get("epsilon_percent_min")
+            rel = (f"{pct:.3g}% of min lattice" if pct is not None and math.isfinite(pct) else
+                   "no periodic axis, no % of lattice")
             lines.append(f"\n{r['attack_label']} eps={r['epsilon']:g} ({r['epsilon_A']:.4g} A, "
-                         f"{r['epsilon_percent_min']:.3g}% of min lattice) seed={r['seed']}{start}: second relaxation "
+                         f"{rel}) seed={r['seed']}{start}: second relaxation "
                          f"{r['steps_after']} steps, converged={r['converged_after']}, "
                          f"small_grad_fraction={r['small_grad_fraction']:.3g}")
             lines.append(f"  {'metric':<28}{'immediate':>14}{'post-relax':>14}")

@@ -64,6 +64,7 @@ import os
 import sqlite3
 import sys
 import time
+import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -76,7 +77,8 @@ from jaxcert.attacks.metrics import run_metrics
 from jaxcert.attacks.pipeline import ATTACKS, AttackSpec, PipelineConfig, check_attackable, run_grid
 from jaxcert.structure import Structure
 
-__all__ = ["Store", "task_key", "sweep", "text_progress", "SweepProgress", "ARRAY_FIELDS"]
+__all__ = ["Store", "check_store", "APPLICATION_ID", "SCHEMA_VERSION", "task_key", "sweep", "text_progress",
+           "SweepProgress", "ARRAY_FIELDS"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -127,25 +129,116 @@ def task_key(model: str, structure: str, spec: AttackSpec, eps: float, seed: int
     return hashlib.sha256(json.dumps(doc).encode()).hexdigest()
 
 
+#: SQLite ``PRAGMA application_id`` of a jaxcert sweep store: the bytes ``"JXCS"`` (0x4A584353), stamped on
+#: creation; a file with another id belongs to another application and is never opened for writing.
+APPLICATION_ID = 0x4A584353
+#: SQLite ``PRAGMA user_version`` of the store schema: 1 = the ``runs`` table without ``dtype``/``arrays`` (stores
+#: written before either existed), 2 = today's table (:data:`_COLUMNS`).
+SCHEMA_VERSION = 2
+#: Columns every jaxcert ``runs`` table has had since the first release (how a store made before the
+#: application id existed is recognised).
+_LEGACY_COLUMNS = frozenset(_COLUMNS) - {"dtype", "arrays"}
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def check_store(path: str, name: str = "path", *, create: bool = True) -> str:
+    """Decide, before anything is written, whether ``path`` may be opened as a sweep store; returns ``"new"``,
+    ``"jaxcert"`` (stamped store of this or an older schema) or ``"legacy"`` (a store made before the application id
+    existed, recognised by its ``runs`` table).  Reads only: the file is left byte for byte as it was.
+
+    Refused with :class:`~jaxcert.inputs.InputError` naming ``name``: a file that is not SQLite, an SQLite file
+    with another application id, an unstamped SQLite file whose tables are not a jaxcert store (no ``runs``
+    table, or one with other columns), a store of a newer schema, and (``create=False``) a missing or empty file.
+    """
+    p = str(path)
+    if p == ":memory:":
+        return "new"
+    if not os.path.exists(p) or (os.path.isfile(p) and os.path.getsize(p) == 0):
+        if not create:
+            raise inputs.InputError(f"{name}: no sweep store at {p!r}" + (" (the file is empty)" if os.path.exists(p)
+                                                                          else "") + "; allowed: an SQLite file "
+                                    "written by jaxcert sweep")
+        return "new"
+    if not os.path.isfile(p):
+        raise inputs.InputError(f"{name}: {p!r} is not a regular file; allowed: an SQLite file written by jaxcert "
+                                "sweep, or a new path")
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(100)
+    except OSError as err:
+        raise inputs.InputError(f"{name}: cannot read {p!r} ({err.strerror or err})") from None
+    if len(head) < 100 or not head.startswith(_SQLITE_MAGIC):
+        raise inputs.InputError(f"{name}: {p!r} is not an SQLite file; allowed: a jaxcert sweep store or a new "
+                                "path (the file was left unchanged)")
+    app = int.from_bytes(head[68:72], "big")
+    version = int.from_bytes(head[60:64], "big")
+    if app == APPLICATION_ID:
+        if version > SCHEMA_VERSION:
+            raise inputs.InputError(f"{name}: {p!r} is a jaxcert sweep store of schema {version}, newer than this "
+                                    f"jaxcert's {SCHEMA_VERSION}; allowed: a store of schema <= {SCHEMA_VERSION} "
+                                    "(upgrade jaxcert)")
+        return "jaxcert"
+    if app != 0:
+        raise inputs.InputError(f"{name}: {p!r} belongs to another application (SQLite application_id "
+                                f"0x{app:08X}, jaxcert's is 0x{APPLICATION_ID:08X}); allowed: a jaxcert sweep store "
+                                "or a new path (the file was left unchanged)")
+    # no application id: a store written before jaxcert stamped one, or somebody else's database
+    try:
+        ro = sqlite3.connect(f"file:{urllib.parse.quote(os.path.abspath(p))}?mode=ro", uri=True)
+        try:
+            tables = {r[0] for r in ro.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            cols = {r[1] for r in ro.execute("PRAGMA table_info(runs)")} if "runs" in tables else set()
+        finally:
+            ro.close()
+    except sqlite3.Error as err:
+        raise inputs.InputError(f"{name}: cannot read {p!r} as SQLite ({err}); allowed: a jaxcert sweep store or "
+                                "a new path") from None
+    if "runs" not in tables or not _LEGACY_COLUMNS <= cols or not cols <= set(_COLUMNS):
+        what = ("has no tables" if not tables else f"has no 'runs' table (tables: {', '.join(sorted(tables)[:5])})"
+                if "runs" not in tables else f"has a 'runs' table with other columns ({', '.join(sorted(cols))})")
+        raise inputs.InputError(f"{name}: {p!r} is an SQLite file without jaxcert's application id that {what}: not "
+                                "a jaxcert sweep store; allowed: a jaxcert sweep store or a new path (the file was "
+                                "left unchanged)")
+    return "legacy"
+
+
 class Store:
     """SQLite store of finished runs, with per-atom arrays in NPZ files next to it.
+
+    The file identifies itself (docs/attacks.md §5, "Store identity"): ``PRAGMA application_id`` =
+    :data:`APPLICATION_ID` and ``PRAGMA user_version`` = :data:`SCHEMA_VERSION`, set when the store is created.
+    An existing file is opened only when it carries that id, or when it is a store written before the id existed
+    (no id, and a ``runs`` table with exactly jaxcert's columns), which is then migrated and stamped.  Anything
+    else (not SQLite, another application's id, other tables) raises :class:`~jaxcert.inputs.InputError` naming
+    ``name`` before the file is written to (:func:`check_store`).
 
     Args:
       path: the SQLite file (created or resumed), or ``":memory:"``.
       arrays: directory of the NPZ files; default ``<path>.arrays`` for a file store, none (no arrays kept) for
         ``":memory:"``.
+      name: how error messages name the path (the CLI passes ``--db``).
+      create: create the store when ``path`` does not exist (``False``: refuse, for readers such as plot-sweep).
     """
 
-    def __init__(self, path: str, arrays: str | None = None):
+    def __init__(self, path: str, arrays: str | None = None, *, name: str = "path", create: bool = True):
         self.path = str(path)
-        self.db = sqlite3.connect(self.path)
-        with self.db:
-            self.db.execute(_SCHEMA)
-            have = {r[1] for r in self.db.execute("PRAGMA table_info(runs)")}
-            if "dtype" not in have:  # a store written before dtypes were recorded: all its runs were float64
-                self.db.execute("ALTER TABLE runs ADD COLUMN dtype TEXT NOT NULL DEFAULT 'float64'")
-            if "arrays" not in have:
-                self.db.execute("ALTER TABLE runs ADD COLUMN arrays TEXT")
+        kind = check_store(self.path, name, create=create)
+        try:
+            self.db = sqlite3.connect(self.path)
+            with self.db:
+                if kind == "new":
+                    self.db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                self.db.execute(_SCHEMA)
+                have = {r[1] for r in self.db.execute("PRAGMA table_info(runs)")}
+                if "dtype" not in have:  # a store written before dtypes were recorded: all its runs were float64
+                    self.db.execute("ALTER TABLE runs ADD COLUMN dtype TEXT NOT NULL DEFAULT 'float64'")
+                if "arrays" not in have:
+                    self.db.execute("ALTER TABLE runs ADD COLUMN arrays TEXT")
+                if kind != "jaxcert" or int(self.db.execute("PRAGMA user_version").fetchone()[0]) < SCHEMA_VERSION:
+                    self.db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                    self.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        except sqlite3.Error as err:
+            raise inputs.InputError(f"{name}: cannot open {self.path!r} as a sweep store ({err})") from None
         if arrays is None and self.path != ":memory:":
             arrays = self.path + ".arrays"
         self.arrays_dir = arrays

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -19,12 +20,13 @@ from typing import Any
 import numpy as np
 
 from jaxcert import inputs
-from jaxcert.attacks import AttackSpec, PipelineConfig, crystals, plots, run_grid
-from jaxcert.attacks.pipeline import OPTIMIZERS, check_attackable
+from jaxcert.attacks import AttackSpec, PipelineConfig, crystals, metrics, plots, run_grid
+from jaxcert.attacks.pipeline import OPTIMIZERS, check_attackable, check_relative
 from jaxcert.attacks.report import AttackReport
-from jaxcert.attacks.sweep import Store, SweepProgress, sweep
+from jaxcert.attacks.sweep import Store, SweepProgress, check_store, sweep
 from jaxcert.cli._common import load_model, model_args, set_dtype
 from jaxcert.inputs import InputError
+from jaxcert.progress import StepProgress
 from jaxcert.report import to_jsonable
 from jaxcert.structure import Structure
 
@@ -34,6 +36,24 @@ ATTACK_NAMES = ("fgsm", "ifgsm", "pgd")
 #: What ``--eps`` allows, for the messages.
 _EPS_UNIT = "Å, or a fraction of the smallest lattice vector with --relative"
 
+#: Bounds of the numeric arguments (docs/attacks.md §8).  Step counts: the attack and relaxation loops count in
+#: int32 (``lax.fori_loop`` / ``while_loop``), so more steps cannot be represented.
+MAX_STEPS = 2**31 - 1
+#: ``--rattle`` (Å): the standard deviation of ASE's Gaussian rattle of the input.  1 Å is already of the order of
+#: half a bond length; beyond it atoms overlap or swap, and the "reference" relaxation starts from a different
+#: structure rather than a perturbed one.
+MAX_RATTLE = 1.0
+#: ``--min-length`` (Å): an outer bound that keeps the repeat count finite; the real bound is the supercell size,
+#: :data:`jaxcert.attacks.crystals.MAX_SUPERCELL_ATOMS` atoms, checked before the cell is built.
+MAX_MIN_LENGTH = 1e6
+#: ``--eps`` upper bounds: 100 Å absolute (ten times the experiment's largest ε), 10 as a fraction of the smallest
+#: lattice vector with ``--relative``.  Beyond them positions stop being a perturbation and, at the extreme, they
+#: overflow (``--eps 1e300`` on 4-atom Cu: numpy overflow warnings, and no result after 80 s).
+MAX_EPS_A, MAX_EPS_RELATIVE = 100.0, 10.0
+#: PGD's ``--alpha-ratio`` = α/ε: a step of 2ε crosses the whole box [−ε, ε], so every larger ratio gives
+#: the same projected PGD run; larger values are refused rather than silently equal.
+MAX_ALPHA_RATIO = 2.0
+
 
 def _is_symbol(spec: str) -> bool:
     from ase.data import atomic_numbers
@@ -41,13 +61,17 @@ def _is_symbol(spec: str) -> bool:
     return spec in atomic_numbers and spec != "X"
 
 
-def _load_structure(name: str, spec: str, min_length: float | None, *, base: str | None = None):
+def _load_structure(name: str, spec: str, min_length: float | None, *, base: str | None = None,
+                    length_name: str = "--min-length"):
     """A structure argument as ``ase.Atoms`` with its provenance in ``info`` (docs/attacks.md §7).
 
     ``spec`` is a file (also looked up relative to ``base``, the TOML file's directory), read with
     :func:`jaxcert.inputs.read_atoms` and repeated only when ``min_length`` is given; or an element symbol, built by
     :func:`jaxcert.attacks.crystals.element_cell` (``min_length`` default 8 Å).  A cell of fewer than two atoms is
-    refused (every perturbation would be a rigid translation).
+    refused (every perturbation would be a rigid translation), and so is a repeat beyond
+    :data:`jaxcert.attacks.crystals.MAX_SUPERCELL_ATOMS` atoms (named ``length_name``, before anything is tiled).
+    A non-periodic structure (a molecule or cluster) is accepted: repeats apply to periodic axes only, and its
+    ε% of the lattice is null (docs/attacks.md §1.7).
     """
 
     near = os.path.join(base, spec) if base is not None else None
@@ -56,14 +80,23 @@ def _load_structure(name: str, spec: str, min_length: float | None, *, base: str
         atoms = inputs.read_atoms(name, path)
         source = f"file {spec!r}"
         reps = (1, 1, 1) if min_length is None else crystals.repeats_for_length(atoms, min_length)
+        try:
+            crystals.check_supercell(atoms, reps, what=f"structure in {spec!r}")
+        except crystals.SupercellTooLarge as err:
+            raise InputError(f"{length_name}: got {min_length:g}; {err} (allowed: a length whose repeat stays within "
+                             "the limit)") from None
         if reps != (1, 1, 1):
             atoms = atoms.repeat(reps)
             source += f" .repeat({reps})"
             atoms.info["jaxcert_key"] = f"repeat:{reps}"
         atoms.info.update({"jaxcert_source": source, "supercell": reps})
     elif _is_symbol(spec):
+        length = crystals.ELEMENT_MIN_LENGTH if min_length is None else min_length
         try:
-            atoms = crystals.element_cell(spec, crystals.ELEMENT_MIN_LENGTH if min_length is None else min_length)
+            atoms = crystals.element_cell(spec, length, max_atoms=crystals.MAX_SUPERCELL_ATOMS)
+        except crystals.SupercellTooLarge as err:
+            raise InputError(f"{length_name}: got {length:g}; {err} (allowed: a length whose repeat stays within "
+                             "the limit)") from None
         except ValueError as err:
             raise InputError(f"{name}: {err}") from None
     else:
@@ -77,27 +110,77 @@ def _load_structure(name: str, spec: str, min_length: float | None, *, base: str
 
 def _attack_args(a: argparse.Namespace) -> dict[str, Any]:
     """Check every argument of ``jaxcert attack`` (before any computation); the checked values by name."""
-    names = [inputs.choice("--attack", x, ATTACK_NAMES) for x in _split(a.attack)]
-    if not names:
-        raise InputError(f"--attack: got {a.attack!r}; allowed: fgsm, ifgsm, pgd or a comma-separated list")
-    if len(set(names)) != len(names):
-        raise InputError(f"--attack: {a.attack!r} names an attack more than once; each attack must appear once")
+    names = inputs.name_list("--attack", a.attack, ATTACK_NAMES, what="attacks")
     out: dict[str, Any] = {
         "names": names,
         "eps": inputs.number_list("--eps", a.eps, unit=_EPS_UNIT),
         "seeds": inputs.integer_list("--seed", a.seed, seeds=True),
-        "n_steps": inputs.integer("--n-steps", a.n_steps, minimum=1),
-        "alpha_ratio": None if a.alpha_ratio is None else inputs.positive("--alpha-ratio", a.alpha_ratio),
+        "n_steps": _steps("--n-steps", a.n_steps),
+        "alpha_ratio": None if a.alpha_ratio is None else _alpha_ratio("--alpha-ratio", a.alpha_ratio),
         "fmax": inputs.positive("--fmax", a.fmax, "eV/Å"),
-        "max_steps": inputs.integer("--max-steps", a.max_steps, minimum=1),
-        "rattle": inputs.non_negative("--rattle", a.rattle, "Å"),
+        "max_steps": _steps("--max-steps", a.max_steps),
+        "rattle": _bounded("--rattle", a.rattle, MAX_RATTLE, "Å"),
         "rattle_seed": inputs.seed("--rattle-seed", a.rattle_seed),
-        "min_length": None if a.min_length is None else inputs.non_negative("--min-length", a.min_length, "Å"),
+        "min_length": None if a.min_length is None else _bounded("--min-length", a.min_length, MAX_MIN_LENGTH, "Å"),
     }
     if out["alpha_ratio"] is not None and set(names) != {"pgd"}:
         raise InputError("--alpha-ratio applies to pgd only (fgsm steps eps, ifgsm eps/n), as in the reference CLI")
-    _unique_or_fail("--eps", out["eps"])
+    _eps_bound("--eps", out["eps"], bool(a.relative))
     return out
+
+
+def _eps_bound(name: str, values: list[float], relative: bool) -> list[float]:
+    """Each ε at most :data:`MAX_EPS_A` Å (:data:`MAX_EPS_RELATIVE` with ``relative``), each once."""
+    top = MAX_EPS_RELATIVE if relative else MAX_EPS_A
+    over = [v for v in values if v > top]
+    if over:
+        unit = "as a fraction of the smallest lattice vector (--relative)" if relative else "Å"
+        raise InputError(f"{name}: got {over[0]:g}; allowed: a finite number > 0 and <= {top:g} ({unit})")
+    return _unique_or_fail(name, values)
+
+
+def _steps(name: str, value: Any) -> int:
+    """A step count: an integer in [1, :data:`MAX_STEPS`]."""
+    return inputs.integer(name, value, minimum=1, maximum=MAX_STEPS)
+
+
+def _alpha_ratio(name: str, value: Any) -> float:
+    return inputs.positive(name, value, maximum=MAX_ALPHA_RATIO)
+
+
+def _bounded(name: str, value: Any, maximum: float, unit: str) -> float:
+    """A finite number in [0, maximum]."""
+    x = inputs.non_negative(name, value, unit)
+    if x > maximum:
+        raise InputError(f"{name}: got {value!r}; allowed: a finite number >= 0 and <= {maximum:g} ({unit})")
+    return x
+
+
+def _outputs(files: list[tuple[str, Any]]) -> None:
+    """Every output file checked before any work (:func:`jaxcert.inputs.output_file`), and no two the same."""
+    given = [(n, p) for n, p in files if p]
+    inputs.distinct_outputs(given)
+    for n, p in given:
+        inputs.output_file(n, p)
+
+
+def _contour_doc(name: str, path: Any) -> list | None:
+    """Read the ``--contour`` JSON up front: a list of contour results (or one), else InputError naming ``name``."""
+    if not path:
+        return None
+    try:
+        with open(path) as fh:
+            doc = json.load(fh)
+    except FileNotFoundError:
+        raise InputError(f"{name}: no such file {path!r}") from None
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise InputError(f"{name}: cannot read {path!r} as JSON ({type(err).__name__}: {str(err)[:160]}); allowed: "
+                         "a JSON list of jaxcert.attacks.contour results") from None
+    doc = doc if isinstance(doc, list) else [doc]
+    if not all(isinstance(d, dict) for d in doc):
+        raise InputError(f"{name}: {path!r} is not a list of contour results (JSON objects); allowed: a JSON list of "
+                         "jaxcert.attacks.contour results")
+    return doc
 
 
 def _split(x: Any) -> list[Any]:
@@ -122,7 +205,9 @@ def cmd_attack(a: argparse.Namespace) -> int:
     """``jaxcert attack``: relax → attack → relax one structure, both stages' metrics (docs/attacks.md §2)."""
     v = _attack_args(a)
     inputs.choice("--dtype", a.dtype, ("float64", "float32"))
+    _outputs([("--json", a.json)])
     atoms = _load_structure("--structure", a.structure, v["min_length"])
+    check_relative("--relative", atoms, bool(a.relative))
     if v["rattle"] > 0:
         atoms.rattle(v["rattle"], seed=v["rattle_seed"])
     dtype = set_dtype(a.dtype)
@@ -132,17 +217,27 @@ def cmd_attack(a: argparse.Namespace) -> int:
                              True if (a.random_start and n != "pgd") else None) for n in v["names"])
     cfg = PipelineConfig(fmax=v["fmax"], max_steps=v["max_steps"], optimizer=a.optimizer, loss=a.loss,
                          relative=a.relative)
+    # progress per phase (stderr; a rich bar on a terminal, one line per phase otherwise): the attacks and the
+    # second relaxations are one compiled program, so they are one phase
+    progress = None if a.quiet else StepProgress(["relax", "attack + relax", "metrics"],
+                                                 {"relax": 1.0, "attack + relax": 2.0, "metrics": 1.0},
+                                                 label=f"attack {len(atoms)} atoms")
+    phase = None if progress is None else (lambda name: progress(name, 0, 0, 0.0))
     t0 = time.perf_counter()
-    g = run_grid(model, [s], v["eps"], v["seeds"], attacks=specs, config=cfg)
-    wall = time.perf_counter() - t0
-    info = {"spec": a.structure, "source": atoms.info.get("jaxcert_source"), "formula": atoms.get_chemical_formula(),
-            "n_atoms": len(atoms), "repeats": list(atoms.info.get("supercell", (1, 1, 1))),
-            "min_length_A": atoms.info.get("min_length_A", v["min_length"]),
-            "cell_lengths_A": np.linalg.norm(atoms.get_cell().array, axis=1).tolist(),
-            "rattle_A": v["rattle"], "rattle_seed": v["rattle_seed"]}
-    report = AttackReport.from_grid(g, model.name, structure=info, wall_s=wall, extra_config={
-        "rattle": v["rattle"], "rattle_seed": v["rattle_seed"], "min_length": v["min_length"],
-        "random_start": bool(a.random_start)})
+    try:
+        g = run_grid(model, [s], v["eps"], v["seeds"], attacks=specs, config=cfg, progress=phase)
+        wall = time.perf_counter() - t0
+        if phase is not None:
+            phase("metrics")
+        info = _attack_info(a, atoms, v)
+        report = AttackReport.from_grid(g, model.name, structure=info, wall_s=wall, extra_config={
+            "rattle": v["rattle"], "rattle_seed": v["rattle_seed"], "min_length": v["min_length"],
+            "random_start": bool(a.random_start)})
+        if phase is not None:
+            phase("done")
+    finally:
+        if progress is not None:
+            progress.close()
     first = report.first_relaxation[0]
     print(f"{model.name} on {info['formula']} ({len(atoms)} atoms, {info['source']}); first relaxation: "
           f"{first['steps']} steps, converged={first['converged']}")
@@ -151,6 +246,16 @@ def cmd_attack(a: argparse.Namespace) -> int:
         report.write_json(a.json)
         print(f"wrote {a.json}")
     return 0
+
+
+def _attack_info(a: argparse.Namespace, atoms: Any, v: dict[str, Any]) -> dict[str, Any]:
+    """``structure_info`` of the attack report: what was built and how."""
+    return {"spec": a.structure, "source": atoms.info.get("jaxcert_source"), "formula": atoms.get_chemical_formula(),
+            "n_atoms": len(atoms), "repeats": list(atoms.info.get("supercell", (1, 1, 1))),
+            "min_length_A": atoms.info.get("min_length_A", v["min_length"]),
+            "cell_lengths_A": np.linalg.norm(atoms.get_cell().array, axis=1).tolist(),
+            "pbc": [bool(p) for p in atoms.get_pbc()],
+            "rattle_A": v["rattle"], "rattle_seed": v["rattle_seed"]}
 
 
 #: ``jaxcert sweep`` settings: TOML key → built-in default (a flag given on the command line wins over the TOML
@@ -257,31 +362,32 @@ def _check_sweep(st: dict[str, Any], cfg: dict[str, Any], names: dict[str, str])
     st["dtype"] = inputs.choice(n["dtype"], st["dtype"], ("float64", "float32"))
     st["epsilons"] = _unique_or_fail(n["epsilons"], inputs.number_list(n["epsilons"], st["epsilons"], unit=_EPS_UNIT))
     st["seeds"] = inputs.integer_list(n["seeds"], st["seeds"], seeds=True)
-    st["n_steps"] = inputs.integer(n["n_steps"], st["n_steps"], minimum=1)
+    st["n_steps"] = _steps(n["n_steps"], st["n_steps"])
     if st["alpha_ratio"] is not None:
-        st["alpha_ratio"] = inputs.positive(n["alpha_ratio"], st["alpha_ratio"])
+        st["alpha_ratio"] = _alpha_ratio(n["alpha_ratio"], st["alpha_ratio"])
     st["chunk"] = inputs.integer(n["chunk"], st["chunk"], minimum=1)
     if st["max_chunks"] is not None:
         st["max_chunks"] = inputs.integer(n["max_chunks"], st["max_chunks"], minimum=1)
     if st["min_length"] is not None:
-        st["min_length"] = inputs.non_negative(n["min_length"], st["min_length"], "Å")
+        st["min_length"] = _bounded(n["min_length"], st["min_length"], MAX_MIN_LENGTH, "Å")
     st["executor"] = inputs.choice(n["executor"], st["executor"], ("local", "dask"))
     for key in _SWEEP_BOOLS:
         _boolean(n[key], st[key])
     for key in (*_SWEEP_PATHS, "scheduler"):
         _text(n[key], st[key])
-    if not isinstance(st["structures"], (str, list)) or not all(isinstance(x, str) for x in _split(st["structures"])):
+    if not isinstance(st["structures"], (str, list)) or not all(isinstance(x, str) for x in st["structures"]):
         raise InputError(f"{n['structures']}: got {st['structures']!r}; allowed: set names, crystal labels, element "
                          "symbols or files, comma-separated or a list of strings")
-    if not _split(st["structures"]):
-        raise InputError(f"{n['structures']}: got {st['structures']!r}; allowed: a non-empty list of structures")
+    st["structures"] = inputs.name_list(n["structures"], st["structures"],
+                                        what="structures (set names, crystal labels, element symbols or files)")
     checks = {"fmax": lambda k, x: inputs.positive(k, x, "eV/Å"),
-              "max_steps": lambda k, x: inputs.integer(k, x, minimum=1),
+              "max_steps": _steps,
               "optimizer": lambda k, x: inputs.choice(k, x, OPTIMIZERS),
               "loss": lambda k, x: inputs.choice(k, x, ("energy", "force_norm")),
               "relative": _boolean, "distinct_keys": _boolean}
     for key, value in list(cfg.items()):
         cfg[key] = checks[key](names[f"config.{key}"], value)
+    _eps_bound(n["epsilons"], st["epsilons"], bool(cfg.get("relative", False)))
 
 
 def _sweep_attacks(x: Any, n_steps: int, alpha_ratio: float | None, random_start: bool, name: str) -> tuple:
@@ -289,6 +395,8 @@ def _sweep_attacks(x: Any, n_steps: int, alpha_ratio: float | None, random_start
     random_start}``; every value checked, messages naming ``name``."""
 
     specs = []
+    if isinstance(x, str):  # the one list parser: ',' and '' name nothing and are refused
+        x = inputs.name_list(name, x, ATTACK_NAMES, what="attacks")
     for item in _split(x):
         if isinstance(item, dict):
             extra = set(item) - {"name", "n_steps", "alpha_ratio", "random_start"}
@@ -296,11 +404,10 @@ def _sweep_attacks(x: Any, n_steps: int, alpha_ratio: float | None, random_start
                 raise InputError(f"{name}: an attack table needs 'name' and may set n_steps, alpha_ratio, "
                                  f"random_start; got {sorted(item)}")
             kind = inputs.choice(f"{name}: name", item["name"], ATTACK_NAMES)
-            steps = inputs.integer(f"{name}: {kind}.n_steps", item.get("n_steps", 1 if kind == "fgsm" else n_steps),
-                                   minimum=1)
+            steps = _steps(f"{name}: {kind}.n_steps", item.get("n_steps", 1 if kind == "fgsm" else n_steps))
             ratio = item.get("alpha_ratio")
             if ratio is not None:
-                ratio = inputs.positive(f"{name}: {kind}.alpha_ratio", ratio)
+                ratio = _alpha_ratio(f"{name}: {kind}.alpha_ratio", ratio)
             rs = _boolean(f"{name}: {kind}.random_start", item.get("random_start", random_start and kind != "pgd"))
             specs.append(AttackSpec(kind, steps, ratio, None if (kind == "pgd" and rs) else (rs or None)))
         else:
@@ -312,10 +419,10 @@ def _sweep_attacks(x: Any, n_steps: int, alpha_ratio: float | None, random_start
     return tuple(specs)
 
 
-def _sweep_structures(st: dict[str, Any], name: str) -> dict[str, Any]:
+def _sweep_structures(st: dict[str, Any], name: str, length: str = "--min-length") -> dict[str, Any]:
     """label → ``ase.Atoms`` (with provenance in ``info``): set names, crystal labels, files, element symbols."""
 
-    spec = ",".join(_split(st["structures"]))
+    spec = ",".join(st["structures"])
     try:
         labels = crystals.resolve(spec)
     except KeyError as err:
@@ -327,7 +434,7 @@ def _sweep_structures(st: dict[str, Any], name: str) -> dict[str, Any]:
             atoms = crystals.build(lab)
             atoms.info.update({"jaxcert_source": f"jaxcert.attacks.crystals.build({lab!r})", "supercell": (1, 1, 1)})
         else:
-            atoms = _load_structure(f"{name} {lab!r}", lab, st["min_length"], base=st["_base"])
+            atoms = _load_structure(f"{name} {lab!r}", lab, st["min_length"], base=st["_base"], length_name=length)
         out[lab] = atoms
     return out
 
@@ -360,7 +467,11 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     st, cfg_kw, names = _sweep_settings(a)
     _check_sweep(st, cfg_kw, names)
     specs = _sweep_attacks(st["attacks"], st["n_steps"], st["alpha_ratio"], st["random_start"], names["attacks"])
-    atoms = _sweep_structures(st, names["structures"])
+    atoms = _sweep_structures(st, names["structures"], names["min_length"])
+    if cfg_kw.get("relative"):
+        for lab, x in atoms.items():
+            check_relative(f"{names['config.relative']} ({lab!r})", x, True)
+    contour = _sweep_outputs(st, names)  # after every input check: it may create the plots and arrays folders
     dtype = set_dtype(st["dtype"])
     cfg = PipelineConfig(**cfg_kw)
     model = load_model(st["model"], [str(d) for d in _split(st["defect"])],
@@ -370,14 +481,17 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     eps_max = max(st["epsilons"])
     over = []
     for lab, x in atoms.items():
-        L = float(np.min(np.linalg.norm(x.get_cell().array, axis=1)))
-        if any(x.get_pbc()) and (eps_max * (L if cfg.relative else 1.0)) > 0.5 * L:
+        pbc = np.asarray(x.get_pbc(), bool)
+        if not pbc.any():
+            continue
+        L = float(np.min(np.linalg.norm(x.get_cell().array, axis=1)[pbc]))  # lattice periods: periodic axes only
+        if (eps_max * (L if cfg.relative else 1.0)) > 0.5 * L:
             over.append(f"{lab} (L/2 = {0.5 * L:.3g} Å)")
     if over:
         print(f"warning: the largest eps exceeds half the smallest lattice vector of {len(over)} of {len(atoms)} "
               f"structure(s), e.g. {', '.join(over[:3])}: atoms can be moved across the cell and into each other; "
               "those runs are flagged epsilon_exceeds_half_cell", file=sys.stderr)
-    store = Store(st["db"])
+    store = Store(st["db"], name=names["db"])
     progress = None if st["quiet"] else SweepProgress()
     try:
         # ase.Atoms, so that the rows record how each structure was built and an element cell's tag enters the keys
@@ -399,7 +513,7 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             raise InputError(f"jaxcert sweep: {err}") from None
         print(f"wrote {n} rows to {st['export']}")
     if st["plots"]:
-        files = _plot_rows(store.rows(), st["plots"], st["contour"])
+        files = _plot_rows(store.rows(), st["plots"], contour)
         print(f"wrote {len(files)} files to {st['plots']}")
     if st["json"]:
 
@@ -414,26 +528,65 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     return 0
 
 
-def _plot_rows(rows: list, out: str, contour: str | None, metrics: str | None = None) -> list:
+def _sweep_outputs(st: dict[str, Any], names: dict[str, str]) -> list | None:
+    """Check every output of a sweep before any work; returns the ``contour`` document (an input, read here).
 
-    doc = None
-    if contour:
-        with open(contour) as fh:
-            doc = json.load(fh)
-        doc = doc if isinstance(doc, list) else [doc]
-    chosen = plots.PLOT_METRICS if not metrics else tuple(str(m) for m in _split(metrics))
-    return plots.write_plots(rows, out, metrics=chosen, contour=doc)
+    ``db``: a file path in an existing writable folder that is new, empty or a jaxcert store
+    (:func:`jaxcert.attacks.sweep.check_store`; a foreign file is refused unchanged); ``<db>.arrays/``: a folder or
+    a new one next to it (created only when runs will be computed); ``export``, ``json``: file paths in existing
+    folders; ``plots``: a folder, existing or new inside an existing one (created here); no two files the same.
+    """
+    files = [(names[k], st[k]) for k in ("db", "export", "json")]
+    _outputs(files)
+    check_store(st["db"], names["db"])
+    arrays = st["db"] + ".arrays"
+    if os.path.lexists(arrays) and not os.path.isdir(arrays):
+        raise InputError(f"{names['db']}: the arrays folder {arrays!r} of this store exists and is not a directory; "
+                         "allowed: a store whose <db>.arrays is a folder or does not exist yet")
+    contour = _contour_doc(names["contour"], st["contour"])
+    # folders last, so that a refusal above creates nothing
+    if st["plots"]:
+        inputs.output_dir(names["plots"], st["plots"])
+    if not st["dry_run"]:
+        inputs.output_dir(names["db"] + " (arrays folder)", arrays)
+    return contour
+
+
+def _plot_metrics(name: str, value: Any, rows: list) -> tuple[str, ...]:
+    """``--metrics``: dotted metric paths, each present as a number in some row (each names its figure file)."""
+    import re
+
+    if not value:
+        return plots.PLOT_METRICS
+    chosen = inputs.name_list(name, value, what="metrics")
+    bad = [m for m in chosen if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*", m)
+           or not any(math.isfinite(metrics.value(r, m)) for r in rows)]
+    if bad:
+        raise InputError(f"{name}: no finite values of {', '.join(map(repr, bad))} in the selected rows; allowed: "
+                         f"dotted metric paths of the stored rows, e.g. {', '.join(plots.PLOT_METRICS[:3])}")
+    return tuple(chosen)
+
+
+def _plot_rows(rows: list, out: str, contour: list | None, metrics: tuple[str, ...] = plots.PLOT_METRICS) -> list:
+    return plots.write_plots(rows, out, metrics=metrics, contour=contour)
 
 
 def cmd_plot_sweep(a: argparse.Namespace) -> int:
-    """``jaxcert plot-sweep DB --out DIR``: metric-vs-ε figures of a sweep store."""
+    """``jaxcert plot-sweep DB --out DIR``: metric-vs-ε figures of a sweep store (opened only if it is a jaxcert
+    store; never created)."""
     if not os.path.exists(a.db):
-        raise InputError(f"jaxcert plot-sweep: no such store: {a.db!r}")
+        raise InputError(f"DB: no such store: {a.db!r}")
+    contour = _contour_doc("--contour", a.contour)
+    if a.dtype:
+        inputs.choice("--dtype", a.dtype, ("float64", "float32"))
+    store = Store(a.db, name="DB", create=False)
     where = {k: v for k, v in (("model", a.model), ("dtype", a.dtype)) if v}
-    rows = Store(a.db).rows(**where)
+    rows = store.rows(**where)
     if not rows:
-        raise InputError(f"jaxcert plot-sweep: {a.db} has no finished runs" + (f" for {where}" if where else ""))
-    files = _plot_rows(rows, a.out, a.contour, a.metrics)
+        raise InputError(f"DB: {a.db} has no finished runs" + (f" for {where}" if where else ""))
+    chosen = _plot_metrics("--metrics", a.metrics, rows)
+    inputs.output_dir("--out", a.out)
+    files = _plot_rows(rows, a.out, contour, chosen)
     print(f"wrote {len(files)} files to {a.out}")
     return 0
 
@@ -463,6 +616,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     at.add_argument("--optimizer", default="fire", choices=list(OPTIMIZERS))
     at.add_argument("--rattle", default="0", help="Gaussian rattle of the input in A, >= 0 (default 0)")
     at.add_argument("--rattle-seed", default="0", help="seed of --rattle, an integer in [0, 2^31-1] (default 0)")
+    at.add_argument("--quiet", action="store_true", help="no progress display (phases on stderr)")
     at.set_defaults(fn=cmd_attack)
     sw = sub.add_parser("sweep", help="resumable relax-attack-relax sweep into an SQLite store",
                         description="Settings come from the flags, else from the optional TOML file (keys: "

@@ -225,3 +225,273 @@ def test_one_atom_structures_are_refused_by_the_api():
         run_grid(None, [jaxcert.Structure.from_ase(one)], [0.1])
     with pytest.raises(InputError, match=r"^structures\['cu'\].*rigid translation"):
         sweep(None, {"cu": one}, [0.1])
+
+
+# ------------------------------------------------------------------------------------------------ issue 23 (2, 4, 5)
+def _fails(capsys, argv, flag, *needles):
+    """``main(argv)`` exits 2 with one stderr line naming ``flag`` first and containing every needle."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"jaxcert: error: {flag}"), lines[0]
+    for n in needles:
+        assert n in lines[0], lines[0]
+    return lines[0]
+
+
+def test_attack_json_output_is_checked_before_any_work(tmp_path, capsys, monkeypatch):
+    """``--json nodir/a.json`` used to fail only after the whole run; a directory or a read-only folder too."""
+    import jaxcert.cli.attack as cli_attack
+
+    def no_work(*a, **k):
+        raise AssertionError("the model was loaded before the outputs were checked")
+
+    monkeypatch.setattr(cli_attack, "load_model", no_work)
+    base = ["attack", "--model", "sw", "--structure", "Si", "--min-length", "0", "--json"]
+    _fails(capsys, base + [str(tmp_path / "nodir" / "a.json")], "--json", "no such directory")
+    _fails(capsys, base + [str(tmp_path)], "--json", "is a directory")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        if os.access(ro, os.W_OK):  # root ignores the mode; the probe still sees a writable folder
+            pytest.skip("running as root: a read-only folder is writable")
+        _fails(capsys, base + [str(ro / "a.json")], "--json", "cannot write")
+    finally:
+        ro.chmod(0o700)
+    assert not (tmp_path / "nodir").exists()
+
+
+def test_sweep_outputs_are_checked_before_any_work(tmp_path, capsys):
+    base = ["sweep", "--model", "sw", "--structures", "Si", "--attack", "fgsm", "--eps", "0.01", "--seed", "42"]
+    db = str(tmp_path / "s.sqlite")
+    _fails(capsys, base + ["--db", str(tmp_path / "no" / "s.sqlite")], "--db", "no such directory")
+    _fails(capsys, base + ["--db", str(tmp_path)], "--db", "is a directory")
+    _fails(capsys, base + ["--db", db, "--json", str(tmp_path / "no" / "s.json")], "--json", "no such directory")
+    _fails(capsys, base + ["--db", db, "--export", str(tmp_path / "no" / "r.csv")], "--export", "no such directory")
+    _fails(capsys, base + ["--db", db, "--json", db], "--json", "same file")
+    # --plots may create its last folder only, never a chain above an existing one
+    _fails(capsys, base + ["--db", db, "--plots", str(tmp_path / "a" / "b" / "figs")], "--plots", "no such directory")
+    assert not (tmp_path / "a").exists()
+    # the store's arrays folder must be a folder
+    (tmp_path / "s.sqlite.arrays").write_text("not a folder")
+    _fails(capsys, base + ["--db", db], "--db", "arrays folder")
+    # a bad --contour file is an input error, not a crash after the sweep
+    (tmp_path / "s.sqlite.arrays").unlink()
+    bad = tmp_path / "c.json"
+    bad.write_text("{not json")
+    _fails(capsys, base + ["--db", db, "--contour", str(bad), "--dry-run"], "--contour", "cannot read")
+    assert not os.path.exists(db)
+
+
+def test_plot_sweep_out_is_checked(tmp_path, capsys):
+    from jaxcert.attacks.sweep import Store
+
+    db = str(tmp_path / "s.sqlite")
+    Store(db).put([{"key": "k", "model": "sw", "structure": "si", "attack": "fgsm", "n_steps": 1, "alpha_ratio": 1.0,
+                    "epsilon": 0.1, "seed": 42, "config_hash": "h", "version": "0", "dtype": "float64",
+                    "row": '{"attack": "fgsm", "n_steps": 1, "epsilon": 0.1, "steps_after": 3}'}])
+    _fails(capsys, ["plot-sweep", db, "--out", str(tmp_path / "a" / "b" / "figs")], "--out", "no such directory")
+    assert not (tmp_path / "a").exists()
+    _fails(capsys, ["plot-sweep", db, "--out", str(tmp_path / "f"), "--metrics", ","], "--metrics")
+    _fails(capsys, ["plot-sweep", db, "--out", str(tmp_path / "f"), "--metrics", "../../evil"], "--metrics")
+    _fails(capsys, ["plot-sweep", db, "--out", str(tmp_path / "f"), "--metrics", "no_such_metric"], "--metrics")
+
+
+def _sha(path) -> str:
+    import hashlib
+
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def _foreign_files(tmp_path) -> dict:
+    import sqlite3
+
+    out = {}
+    p = tmp_path / "other_app.sqlite"  # another application's 'runs' table: the old code ran ALTER TABLE on it
+    db = sqlite3.connect(p)
+    db.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, name TEXT)")
+    db.execute("INSERT INTO runs VALUES (1, 'theirs')")
+    db.commit()
+    db.close()
+    out["other runs table"] = (p, "other columns")
+    p = tmp_path / "notes.sqlite"  # an SQLite file without a 'runs' table: the old code added one
+    db = sqlite3.connect(p)
+    db.execute("CREATE TABLE notes (t TEXT)")
+    db.commit()
+    db.close()
+    out["no runs table"] = (p, "no 'runs' table")
+    p = tmp_path / "stamped.sqlite"  # another application that identifies itself
+    db = sqlite3.connect(p)
+    db.execute("PRAGMA application_id = 1234")
+    db.execute("CREATE TABLE runs (key TEXT)")
+    db.commit()
+    db.close()
+    out["other application id"] = (p, "another application")
+    p = tmp_path / "text.sqlite"
+    p.write_text("this is not a database\n" * 10)
+    out["not sqlite"] = (p, "not an SQLite file")
+    return out
+
+
+@pytest.mark.parametrize("kind", ["other runs table", "no runs table", "other application id", "not sqlite"])
+def test_sweep_refuses_foreign_files_and_leaves_them_unchanged(kind, tmp_path, capsys):
+    path, why = _foreign_files(tmp_path)[kind]
+    before = _sha(path)
+    _fails(capsys, ["sweep", "--model", "sw", "--structures", "Si", "--attack", "fgsm", "--eps", "0.01", "--seed",
+                    "42", "--db", str(path), "--dry-run"], "--db", why)
+    assert _sha(path) == before
+    _fails(capsys, ["plot-sweep", str(path), "--out", str(tmp_path / "figs")], "DB", why)
+    assert _sha(path) == before and not (tmp_path / "figs").exists()
+
+
+def test_store_is_stamped_and_old_stores_are_migrated(tmp_path):
+    import sqlite3
+
+    from jaxcert.attacks.sweep import APPLICATION_ID, SCHEMA_VERSION, Store, check_store
+
+    path = tmp_path / "new.sqlite"
+    Store(str(path)).close()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID == 0x4A584353
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    db.close()
+    # a store made before the id existed (jaxcert's 'runs' columns, no id) is recognised, migrated and stamped
+    old = tmp_path / "old.sqlite"
+    db = sqlite3.connect(old)
+    db.execute("CREATE TABLE runs (key TEXT PRIMARY KEY, model TEXT NOT NULL, structure TEXT NOT NULL, attack TEXT "
+               "NOT NULL, n_steps INTEGER NOT NULL, alpha_ratio REAL NOT NULL, epsilon REAL NOT NULL, seed INTEGER "
+               "NOT NULL, config_hash TEXT NOT NULL, version TEXT NOT NULL, row TEXT NOT NULL)")
+    db.commit()
+    db.close()
+    assert check_store(str(old)) == "legacy"
+    Store(str(old)).close()
+    assert check_store(str(old)) == "jaxcert"
+    # a store of a newer schema is refused
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    db.commit()
+    db.close()
+    with pytest.raises(InputError, match="^--db: .*newer"):
+        Store(str(path), name="--db")
+
+
+def _molecule_file(tmp_path):
+    from ase.cluster import Icosahedron
+
+    path = tmp_path / "cu13.xyz"  # a 13-atom Cu cluster: pbc False, zero cell
+    ase.io.write(path, Icosahedron("Cu", 2))
+    return path
+
+
+def test_attack_on_a_molecule_runs_and_reports_null_relative_eps(tmp_path, capsys):
+    """A non-periodic structure used to die in metrics.py with ZeroDivisionError (ε/L, L = 0) after computing."""
+    import json
+
+    mol = _molecule_file(tmp_path)
+    out = tmp_path / "m.json"
+    rc = main(["attack", "--model", "emt", "--structure", str(mol), "--attack", "fgsm", "--eps", "0.05",
+               "--max-steps", "40", "--quiet", "--json", str(out)])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    assert "no periodic axis" in cap.out and cap.err == ""  # --quiet: no progress
+    doc = json.loads(out.read_text())
+    (run,) = doc["runs"]
+    assert run["epsilon_percent_min"] is None and run["epsilon_percent_abc"] == [None, None, None]
+    assert run["half_min_lattice_A"] is None and run["epsilon_exceeds_half_cell"] is False
+    assert 0 < run["immediate"]["linf_displacement"] <= 0.05 + 1e-12
+    assert doc["structure_info"]["pbc"] == [False, False, False]
+    # --relative has no lattice length to refer to: refused before any work, naming --relative
+    _fails(capsys, ["attack", "--model", "emt", "--structure", str(mol), "--relative", "--eps", "0.01"],
+           "--relative", "pbc=[False, False, False]")
+
+
+def test_relative_eps_needs_a_periodic_structure_in_the_api():
+    from ase.cluster import Icosahedron
+
+    mol = jaxcert.Structure.from_ase(Icosahedron("Cu", 2))
+    with pytest.raises(InputError, match="^PipelineConfig.relative"):
+        run_grid(jaxcert.models.get("emt"), [mol], [0.01], config=PipelineConfig(relative=True))
+
+
+#: (flag, value, what the message must contain): unbounded values that used to overflow, allocate hundreds of GiB or
+#: crash with a message naming nothing.
+UNBOUNDED = [
+    ("--min-length", "1e308", "1e+06"),  # OverflowError before
+    ("--min-length", "1e4", "atoms"),  # tried to allocate 373 GiB before
+    ("--max-steps", "99999999999999999999", "2147483647"),  # JAX OverflowError before
+    ("--n-steps", "99999999999999999999", "2147483647"),
+    ("--rattle", "1e308", "<= 1"),  # a message naming nothing before
+    ("--eps", "1e300", "<= 100"),
+    ("--alpha-ratio", "1e308", "<= 2"),
+]
+
+
+@pytest.mark.parametrize(("flag", "value", "needle"), UNBOUNDED, ids=[f"{f}={v}" for f, v, _ in UNBOUNDED])
+def test_attack_refuses_unbounded_values(flag, value, needle, capsys):
+    _fails(capsys, ["attack", "--model", "sw", "--structure", "Si", "--attack", "pgd", flag, value], flag, needle)
+
+
+def test_min_length_message_gives_atoms_memory_and_limit(tmp_path, capsys):
+    line = _fails(capsys, ["attack", "--model", "sw", "--structure", "Si", "--min-length", "1e4"], "--min-length",
+                  "GiB", "1,000,000 atoms")
+    assert "8-atom" in line
+    # the same bound for a file repeated with --min-length, and for the sweep (flag and TOML)
+    ase.io.write(tmp_path / "si.extxyz", bulk("Si", cubic=True))
+    _fails(capsys, ["attack", "--model", "sw", "--structure", str(tmp_path / "si.extxyz"), "--min-length", "1e4"],
+           "--min-length", "atoms")
+    _fails(capsys, ["sweep", "--model", "sw", "--structures", "Si", "--min-length", "1e4", "--db",
+                    str(tmp_path / "s.sqlite"), "--dry-run"], "--min-length", "atoms")
+    toml = tmp_path / "sweep.toml"
+    toml.write_text('model = "sw"\nstructures = ["Si"]\ndb = "s.sqlite"\nmin_length = 1e4\n')
+    _fails(capsys, ["sweep", str(toml), "--dry-run"], "sweep.toml: min_length", "atoms")
+    assert not (tmp_path / "s.sqlite").exists()
+
+
+SWEEP_UNBOUNDED = [
+    ("--max-steps", "99999999999999999999"), ("--n-steps", "99999999999999999999"), ("--min-length", "1e308"),
+    ("--eps", "1e300"), ("--alpha-ratio", "1e308"),
+]
+
+
+@pytest.mark.parametrize(("flag", "value"), SWEEP_UNBOUNDED, ids=[f"{f}={v}" for f, v in SWEEP_UNBOUNDED])
+def test_sweep_refuses_unbounded_values(flag, value, tmp_path, capsys):
+    db = tmp_path / "s.sqlite"
+    _fails(capsys, ["sweep", "--model", "sw", "--structures", "Si", "--attack", "pgd", "--db", str(db), flag, value],
+           flag, "allowed")
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("line", ["n_steps = 99999999999999999999", "[config]\nmax_steps = 99999999999999999999",
+                                  'attacks = [{name = "pgd", alpha_ratio = 1e308}]', "epsilons = [1e300]"])
+def test_sweep_toml_refuses_unbounded_values(line, tmp_path, capsys):
+    toml = tmp_path / "sweep.toml"
+    toml.write_text(f'model = "sw"\nstructures = ["Si"]\ndb = "s.sqlite"\n{line}\n')
+    _fails(capsys, ["sweep", str(toml)], "sweep.toml: ", "allowed")
+    assert not (tmp_path / "s.sqlite").exists()
+
+
+@pytest.mark.parametrize("value", [",", "", "pgd,", "pgd,pgd", "bim"])
+def test_attack_lists_use_the_one_name_parser(value, tmp_path, capsys):
+    _fails(capsys, ["attack", "--model", "sw", "--structure", "Si", "--attack", value], "--attack")
+    _fails(capsys, ["sweep", "--model", "sw", "--structures", "Si", "--attack", value, "--db",
+                    str(tmp_path / "s.sqlite")], "--attack")
+    assert not (tmp_path / "s.sqlite").exists()
+
+
+@pytest.mark.parametrize("value", [",", "Si,", "Si,,Cu", "Si,Si"])
+def test_sweep_structures_use_the_one_name_parser(value, tmp_path, capsys):
+    _fails(capsys, ["sweep", "--model", "sw", "--structures", value, "--db", str(tmp_path / "s.sqlite")],
+           "--structures")
+
+
+def test_attack_shows_progress_per_phase(capsys):
+    """A long single-structure attack used to show nothing until the end: now one line per phase on stderr (a rich
+    bar on a terminal), and nothing with --quiet."""
+    assert main(["attack", "--model", "lj", "--structure", "Cu", "--min-length", "0", "--attack", "fgsm",
+                 "--max-steps", "20"]) == 0
+    err = capsys.readouterr().err
+    for phase in ("relax", "attack + relax", "metrics"):
+        assert f"attack 4 atoms {phase} · elapsed" in err, err
+    assert err.strip().splitlines()[-1].startswith("done · 3/3")
