@@ -38,7 +38,7 @@ import jax.numpy as jnp
 from jaxcert._adapters import graph_energy
 
 __all__ = ["DEFAULT_CAPACITY", "DEFAULT_MAX_BATCH", "CACHE_DIR", "NequixUnavailable", "load_nequix",
-           "nequix_energy", "from_spec"]
+           "nequix_energy"]
 
 #: Neighbour slots per atom kept within Nequix's 6 Å cutoff (fcc Cu has 78 neighbours within 6 Å, diamond
 #: Si 46, diamond carbon about 160 and 10 % compressed diamond about 220); more turn the energy into NaN.
@@ -160,40 +160,3 @@ def nequix_energy(module: Any, config: dict[str, Any], *, dtype: str | None = No
         return summed(prm, s).astype(out)
 
     return energy, params, cutoff, elements
-
-
-def from_spec(args: str, options: list[str]) -> Any:
-    """The CLI spec ``nequix:PATH[@float32|@float64][,capacity=N]`` (:func:`jaxcert.models.from_spec`).
-
-    ``args`` is the checkpoint path (``~`` expanded); ``options`` the words after ``@``: "float32" or
-    "float64" (the network's precision, see :func:`nequix_energy`) and ``capacity=N``.
-
-    Raises:
-      ValueError: no path, a missing file, an unknown option, or nequix not installed (the message says how).
-    """
-    from jaxcert.model import Model
-
-    if not args.strip():
-        raise ValueError("nequix:PATH needs the path of a .nqx checkpoint (nequix keeps downloaded ones in "
-                         f"{CACHE_DIR})")
-    dtype: str | None = None
-    capacity: int | None = DEFAULT_CAPACITY
-    for o in options:
-        key, eq, val = o.partition("=")
-        if o in ("float32", "float64"):
-            if dtype is not None and o != dtype:
-                raise ValueError(f"conflicting options {dtype!r} and {o!r}")
-            dtype = o
-        elif key == "capacity" and eq:
-            if val.lower() == "none":
-                capacity = None
-            elif val.isdigit() and int(val) > 0:
-                capacity = int(val)
-            else:
-                raise ValueError(f"capacity must be a positive integer or 'none', got {val!r}")
-        else:
-            raise ValueError(f"unknown option {o!r} for nequix (float32, float64, capacity=N)")
-    try:
-        return Model.from_nequix(args, dtype=dtype, capacity=capacity)
-    except (OSError, NequixUnavailable) as err:
-        raise ValueError(str(err)) from None

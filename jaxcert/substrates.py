@@ -40,6 +40,7 @@ import numpy as np
 
 from jaxcert.cache import stored
 from jaxcert.elements import covalent_diameter, d_nn, reference_crystal, symbol
+from jaxcert.inputs import InputError
 from jaxcert.structure import Structure, stack
 
 __all__ = [
@@ -86,11 +87,11 @@ LAMBDA_MOLECULES = ("H2O", "CH4", "NH3", "C2H4", "C2H2", "SO2", "CH3OH", "C6H6")
 def _element(el: Any) -> str:
     """Chemical symbol of a single element (symbol or Z); a tuple or list of species is refused."""
     if isinstance(el, (tuple, list)):
-        raise ValueError(f"substrates are single-species: got {el!r}; pass one element symbol")
+        raise InputError(f"substrates are single-species: got {el!r}; pass one element symbol")
     if isinstance(el, (int, np.integer)) and not isinstance(el, bool):
         return symbol(int(el))
     if not isinstance(el, str):
-        raise ValueError(f"expected an element symbol, got {el!r}")
+        raise InputError(f"expected an element symbol, got {el!r}")
     return symbol(el)
 
 
@@ -128,7 +129,7 @@ def cluster_atoms(el: str | int, n_atoms: int = 13, scale: float = 1.0) -> Any:
     el = _element(el)
     n_atoms = int(n_atoms)
     if n_atoms < 1:
-        raise ValueError(f"n_atoms must be positive, got {n_atoms}")
+        raise InputError(f"n_atoms must be positive, got {n_atoms}")
     lattice = reference_crystal(el)
     if lattice is None:
         a_cubic = covalent_diameter(el, 1.0) * 4.0 / np.sqrt(3.0)
@@ -162,7 +163,7 @@ def trimer_atoms(el: str | int, scale: float = 1.0) -> Any:
     from ase import Atoms
 
     if isinstance(el, (tuple, list)):
-        raise ValueError(f"trimer requires A, B and C to be the same species; got {el!r}, pass one element symbol")
+        raise InputError(f"trimer requires A, B and C to be the same species; got {el!r}, pass one element symbol")
     el = _element(el)
     d = d_nn(el, scale)
     half = d / 2.0
@@ -193,7 +194,7 @@ def bulk_atoms(el: str | int, repeat: int = 1, scale: float = 1.0) -> Any:
         atoms = ase_bulk(el, crystalstructure="fcc", a=d_nn(el, scale) * np.sqrt(2.0))
     repeat = int(repeat)
     if repeat < 1:
-        raise ValueError(f"repeat must be >= 1, got {repeat}")
+        raise InputError(f"repeat must be >= 1, got {repeat}")
     if repeat > 1:
         atoms = atoms.repeat(repeat)
     return atoms
@@ -254,7 +255,7 @@ def _canonical_kind(kind: str) -> str:
     try:
         return _KIND_ALIASES[str(kind).lower()]
     except KeyError:
-        raise ValueError(f"unknown substrate kind {kind!r}; expected one of {', '.join(_KIND_ALIASES)}") from None
+        raise InputError(f"unknown substrate kind {kind!r}; expected one of {', '.join(_KIND_ALIASES)}") from None
 
 
 # ----------------------------------------------------------------------------- bonds (§2.6)
@@ -270,7 +271,7 @@ def closest_pair(atoms_or_structure: Any) -> tuple[int, int]:
     if isinstance(atoms_or_structure, Structure):
         s = atoms_or_structure
         if s.positions.ndim != 2:
-            raise ValueError("closest_pair takes an unbatched Structure; use bonds() for a batch")
+            raise InputError("closest_pair takes an unbatched Structure; use bonds() for a batch")
         idx = np.flatnonzero(np.asarray(s.mask))
         pos = np.asarray(s.positions, np.float64)[idx]
     else:
@@ -278,7 +279,7 @@ def closest_pair(atoms_or_structure: Any) -> tuple[int, int]:
         idx = np.arange(len(pos))
     n = len(pos)
     if n < 2:
-        raise ValueError("need at least 2 atoms to pick a bond")
+        raise InputError("need at least 2 atoms to pick a bond")
     best, best_d = (0, 1), np.inf
     for i in range(n):
         for j in range(i + 1, n):
@@ -325,13 +326,13 @@ def make_substrate(spec: Any, kind: str) -> Any:
         return spec
     if isinstance(spec, (list, tuple)):
         if len(spec) != 1:
-            raise ValueError(f"substrate spec {spec!r}: a list or tuple must hold exactly one element or file")
+            raise InputError(f"substrate spec {spec!r}: a list or tuple must hold exactly one element or file")
         spec = spec[0]
         if isinstance(spec, Atoms):
             return spec
     if isinstance(spec, (str, os.PathLike)) and not _is_element(spec):
         if not os.path.isfile(spec):
-            raise ValueError(
+            raise InputError(
                 f"{os.fspath(spec)!r} is neither an element symbol nor a structure file (no such file)"
             )
         from ase.io import read
@@ -361,7 +362,7 @@ def stacked(kind: str, elements: Sequence[str | int], dtype: Any = None, **kw: A
     kind = _canonical_kind(kind)
     symbols = [_element(el) for el in elements]
     if not symbols:
-        raise ValueError("stacked needs at least one element")
+        raise InputError("stacked needs at least one element")
     build = _ATOMS_BUILDERS[kind]
     structures = [_to_structure(build(el, **kw), dtype) for el in symbols]
     return stack(structures), symbols

@@ -50,6 +50,7 @@ import numpy as np
 
 from jaxcert.attacks._mp2d import CRYSTALS, Crystal
 from jaxcert.attacks.sei import SEI
+from jaxcert.inputs import InputError
 
 __all__ = ["Crystal", "CRYSTALS", "SETS", "SUPERCELL_REPEATS", "ELEMENT_MIN_LENGTH", "build", "element_cell",
            "names", "repeats_for_length", "resolve", "supercell", "table", "MAX_SUPERCELL_ATOMS",
@@ -132,18 +133,18 @@ def supercell(atoms: Any, n: int | Sequence[int] | None = None, *, min_length: f
       The supercell, with ``info["supercell"]`` = the repeats and ``info["primitive_atoms"]`` = len(atoms).
     """
     if (n is None) == (min_length is None):
-        raise ValueError("supercell: give exactly one of n (repeats) or min_length (A)")
+        raise InputError("supercell: give exactly one of n (repeats) or min_length (A)")
     if n is not None:
         m = (int(n),) * 3 if np.ndim(n) == 0 else tuple(int(x) for x in n)
         if len(m) != 3 or min(m) < 1:
-            raise ValueError(f"supercell: repeats must be one or three integers >= 1, got {n!r}")
+            raise InputError(f"supercell: repeats must be one or three integers >= 1, got {n!r}")
     else:
         if min_length <= 0:
-            raise ValueError(f"supercell: min_length must be > 0 A, got {min_length}")
+            raise InputError(f"supercell: min_length must be > 0 A, got {min_length}")
         cell = np.asarray(atoms.get_cell().array, np.float64)
         vol = abs(np.linalg.det(cell))
         if vol < 1e-12:
-            raise ValueError("supercell: min_length needs a cell with non-zero volume")
+            raise InputError("supercell: min_length needs a cell with non-zero volume")
         spacing = vol / np.linalg.norm(np.cross(cell[[1, 2, 0]], cell[[2, 0, 1]]), axis=1)
         m = tuple(int(np.ceil(min_length / h - 1e-9)) if p else 1 for h, p in zip(spacing, atoms.get_pbc(),
                                                                                   strict=True))
@@ -189,7 +190,7 @@ def repeats_for_length(atoms: Any, min_length: float) -> tuple[int, int, int]:
     ``min_length = 0``).  Lattice-vector lengths, not plane spacings: docs/attacks.md §7."""
     lengths = np.linalg.norm(np.asarray(atoms.get_cell().array, np.float64), axis=1)
     if not math.isfinite(min_length) or min_length < 0:
-        raise ValueError(f"repeats_for_length: min_length must be a finite number >= 0 (Å), got {min_length!r}")
+        raise InputError(f"repeats_for_length: min_length must be a finite number >= 0 (Å), got {min_length!r}")
     # Python floats and ints: a huge min_length gives a huge (exact) repeat count, never an overflow
     return tuple(max(1, math.ceil(float(min_length) / float(x) - 1e-9)) if (min_length > 0 and p and x > 0) else 1
                  for x, p in zip(lengths, atoms.get_pbc(), strict=True))
@@ -211,7 +212,7 @@ def element_cell(symbol: str, min_length: float = ELEMENT_MIN_LENGTH, max_atoms:
     from ase.build import bulk
 
     if not np.isfinite(min_length) or min_length < 0:
-        raise ValueError(f"element_cell: min_length must be a finite number >= 0 (Å), got {min_length!r}")
+        raise InputError(f"element_cell: min_length must be a finite number >= 0 (Å), got {min_length!r}")
     base = how = None
     for kw, name in (({"cubic": True}, "cubic=True"), ({"orthorhombic": True}, "orthorhombic=True"), ({}, "")):
         try:
@@ -220,7 +221,7 @@ def element_cell(symbol: str, min_length: float = ELEMENT_MIN_LENGTH, max_atoms:
         except Exception as err:  # noqa: BLE001 - ASE raises ValueError, KeyError, RuntimeError or AssertionError
             last = err
     if base is None:
-        raise ValueError(f"ase.build.bulk has no crystal structure for {symbol!r} ({type(last).__name__}: "
+        raise InputError(f"ase.build.bulk has no crystal structure for {symbol!r} ({type(last).__name__}: "
                          f"{str(last)[:120]}); give a structure file instead")
     reps = repeats_for_length(base, min_length)
     check_supercell(base, reps, max_atoms, what=f"cell of {symbol}")

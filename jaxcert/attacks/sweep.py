@@ -75,6 +75,7 @@ from jaxcert import inputs
 from jaxcert._version import __version__
 from jaxcert.attacks.metrics import run_metrics
 from jaxcert.attacks.pipeline import ATTACKS, AttackSpec, PipelineConfig, check_attackable, run_grid
+from jaxcert.inputs import InputError
 from jaxcert.structure import Structure
 
 __all__ = ["Store", "check_store", "APPLICATION_ID", "SCHEMA_VERSION", "task_key", "sweep", "text_progress",
@@ -320,7 +321,7 @@ class Store:
                 w.writeheader()
                 w.writerows(flat)
         else:
-            raise ValueError(f"Store.export: unknown format {ext or '(no extension)'!r}; use .csv or .parquet")
+            raise InputError(f"Store.export: unknown format {ext or '(no extension)'!r}; use .csv or .parquet")
         return len(flat)
 
     def __len__(self) -> int:
@@ -581,7 +582,7 @@ def sweep(model, structures: Mapping[str, Any], epsilons: Sequence[float], seeds
         check_attackable(f"structures[{lab!r}]", s)
     dtypes = {str(s.dtype) for s in objs.values()}
     if len(dtypes) > 1:
-        raise ValueError(f"structures of mixed dtypes {sorted(dtypes)}; pass dtype= to cast them")
+        raise InputError(f"structures of mixed dtypes {sorted(dtypes)}; pass dtype= to cast them")
     dt = dtypes.pop() if dtypes else "float64"
     chash = _config_hash(config)
     done = store.keys()

@@ -41,6 +41,7 @@ from jaxcert.controls._hull import e_above_hull, hull_invariance, stability_scor
 from jaxcert.controls._reference import noise_floor, rung0_report
 from jaxcert.controls._result import to_jsonable
 from jaxcert.controls._robust import cluster_bootstrap, median_abs, sg_retention, system_split, trimmed_mae
+from jaxcert.inputs import InputError
 
 __all__ = [
     "SCHEMA", "SECTIONS", "COMPARISONS", "DEFAULT_MODELS", "DEFAULT_PANEL", "BenchmarkConfig", "run_benchmark",
@@ -145,22 +146,22 @@ class BenchmarkConfig:
             for spec in getattr(self, name):
                 _check_spec(spec, name)
         if not self.sections:
-            raise ValueError(f"sections: expected one or more of {', '.join(SECTIONS)}, got none")
+            raise InputError(f"sections: expected one or more of {', '.join(SECTIONS)}, got none")
         for s in self.sections:
             if s not in SECTIONS:
-                raise ValueError(f"sections: unknown section {s!r}; known: {', '.join(SECTIONS)}")
+                raise InputError(f"sections: unknown section {s!r}; known: {', '.join(SECTIONS)}")
         if "consensus" in self.sections and not self.panel:
-            raise ValueError("panel: the consensus section needs at least one panel model")
+            raise InputError("panel: the consensus section needs at least one panel model")
         if self.bridge_precision not in ("float32", "float64"):
-            raise ValueError(f"bridge_precision: expected 'float32' or 'float64', got {self.bridge_precision!r}")
+            raise InputError(f"bridge_precision: expected 'float32' or 'float64', got {self.bridge_precision!r}")
         for name, lo in (("seed", 0), ("n_boot", 100), ("max_steps", 1), ("prototype_max_atoms", 1),
                          ("bridged_prototypes", 0),
                          ("bridged_max_steps", 1)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-                raise ValueError(f"{name}: expected an integer >= {lo}, got {v!r}")
+                raise InputError(f"{name}: expected an integer >= {lo}, got {v!r}")
         if not (isinstance(self.fmax, (int, float)) and math.isfinite(self.fmax) and self.fmax > 0):
-            raise ValueError(f"fmax: expected a positive force threshold in eV/Å, got {self.fmax!r}")
+            raise InputError(f"fmax: expected a positive force threshold in eV/Å, got {self.fmax!r}")
 
     def key(self) -> dict[str, Any]:
         """The fields a resumed run must share with the file it resumes (everything but ``sections``)."""
@@ -177,10 +178,10 @@ def _check_spec(spec: Any, field: str) -> None:
     from jaxcert import models as zoo
 
     if not isinstance(spec, str) or not spec:
-        raise ValueError(f"{field}: expected model names, got {spec!r}")
+        raise InputError(f"{field}: expected model names, got {spec!r}")
     if _head(spec) in BRIDGED_HEADS or spec in zoo.available():
         return
-    raise ValueError(f"{field}: unknown model {spec!r}; analytic: {', '.join(zoo.available())}; bridged: "
+    raise InputError(f"{field}: unknown model {spec!r}; analytic: {', '.join(zoo.available())}; bridged: "
                      "chgnet[:version], sevennet[:name[:modal]] (options after @, e.g. chgnet@float64)")
 
 
@@ -1181,22 +1182,22 @@ def run_benchmark(config: BenchmarkConfig | None = None, *, out_json: str | None
     for flag, path in (("out_json", out_json), ("out_html", out_html)):
         folder = os.path.dirname(os.path.abspath(path)) if path else None
         if folder and not os.path.isdir(folder):
-            raise ValueError(f"{flag}: no such directory {folder!r} for {path!r}")
+            raise InputError(f"{flag}: no such directory {folder!r} for {path!r}")
     result: dict[str, Any] = {"schema": SCHEMA, "complete": False, "config": dataclasses.asdict(cfg),
                               "comparisons": COMPARISONS, "sections": {}}
     if resume:
         if not out_json:
-            raise ValueError("resume: needs out_json (the report file is the checkpoint)")
+            raise InputError("resume: needs out_json (the report file is the checkpoint)")
         if os.path.exists(out_json):
             with open(out_json, encoding="utf-8") as fh:
                 prev = json.load(fh)
             if prev.get("schema") != SCHEMA:
-                raise ValueError(f"resume: {out_json!r} is not a {SCHEMA} report")
+                raise InputError(f"resume: {out_json!r} is not a {SCHEMA} report")
             prev_key = dict(prev.get("config", {}))
             prev_key.pop("sections", None)
             if prev_key != cfg.key():
                 diff = sorted(k for k in set(prev_key) | set(cfg.key()) if prev_key.get(k) != cfg.key().get(k))
-                raise ValueError(f"resume: {out_json!r} was written with a different configuration ({', '.join(diff)})")
+                raise InputError(f"resume: {out_json!r} was written with a different configuration ({', '.join(diff)})")
             result["sections"] = prev.get("sections", {})
             log(f"resuming {out_json}: " + ", ".join(f"{k} {v.get('status')}" for k, v in result["sections"].items()))
     load_start = os.getloadavg()

@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from jaxcert.inputs import InputError
 from jaxcert.report import to_jsonable
 
 __all__ = ["EvidenceMemory"]
@@ -49,7 +50,7 @@ class EvidenceMemory:
             except json.JSONDecodeError:
                 if k >= len(lines) - 2:  # a line cut by a killed run: the record never completed
                     continue
-                raise ValueError(f"{self.path}: line {k + 1} is not JSON; the evidence memory is corrupt") from None
+                raise InputError(f"{self.path}: line {k + 1} is not JSON; the evidence memory is corrupt") from None
 
     def append(self, rtype: str, **fields: Any) -> dict[str, Any]:
         """Append one record (flushed and fsync'ed) and return it."""

@@ -9,6 +9,7 @@ from typing import Any
 from jaxcert.detective._constraints import Constraints
 from jaxcert.detective._protocols import DimerConfig, Dimers, Protocol
 from jaxcert.detective._surfaces import Adsorption, Desorption, SurfaceConfig
+from jaxcert.inputs import InputError
 
 __all__ = ["PROTOCOLS", "make_protocol", "protocol_config"]
 
@@ -29,7 +30,7 @@ def make_protocol(name: str, config: Mapping[str, Any] | None = None) -> Protoco
         return cls(SurfaceConfig(**config))
     if name == "constraints":
         return Constraints(**config)
-    raise ValueError(f"protocols: unknown protocol {name!r}; allowed: {', '.join(PROTOCOLS)}")
+    raise InputError(f"protocols: unknown protocol {name!r}; allowed: {', '.join(PROTOCOLS)}")
 
 
 def protocol_config(p: Protocol) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
+from jaxcert.inputs import InputError
 from jaxcert.model import Model
 
 __all__ = ["get", "available", "register", "describe", "from_spec", "spec_heads", "describe_specs"]
@@ -28,7 +29,7 @@ _SPECS: dict[str, tuple[str, str]] = {
     "jax-sevennet": ("jaxcert.models.sevennet:from_spec",
                      "jax-sevennet:CHECKPOINT[:MODAL][@float32|@float64]: native SevenNet (7net-0, 7net-mf-0:PBE, "
                      "7net-mf-0:R2SCAN, 7net-l3i5, ...; docs/sevennet.md)"),
-    "nequix": ("jaxcert._nequix:from_spec",
+    "nequix": ("jaxcert.models.nequix:from_spec",
                "nequix:PATH.nqx[@float32|@float64][,capacity=N]: a Nequix checkpoint (nequix-mp-1, nequix-oam-1, "
                "...) on jaxcert's graph; needs nequix installed (docs/adapters.md §4)"),
 }
@@ -88,5 +89,5 @@ def from_spec(spec: str) -> Model:
     mod, attr = _SPECS[head][0].split(":")
     options = [o.strip() for o in opts.split(",") if o.strip()] if opts else []
     if "@" in spec and not options:
-        raise ValueError(f"empty option list after '@' in {spec!r}")
+        raise InputError(f"empty option list after '@' in {spec!r}")
     return getattr(importlib.import_module(mod), attr)(args, options)
