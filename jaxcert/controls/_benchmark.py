@@ -1189,10 +1189,17 @@ def run_benchmark(config: BenchmarkConfig | None = None, *, out_json: str | None
         if not out_json:
             raise InputError("resume: needs out_json (the report file is the checkpoint)")
         if os.path.exists(out_json):
-            with open(out_json, encoding="utf-8") as fh:
-                prev = json.load(fh)
-            if prev.get("schema") != SCHEMA:
+            try:
+                with open(out_json, encoding="utf-8") as fh:
+                    prev = json.load(fh)
+            except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
+                raise InputError(f"resume: cannot read {out_json!r} as JSON ({type(err).__name__}); remove it or "
+                                 "drop --resume") from None
+            if not isinstance(prev, dict) or prev.get("schema") != SCHEMA:
                 raise InputError(f"resume: {out_json!r} is not a {SCHEMA} report")
+            if not isinstance(prev.get("config", {}), dict) or not isinstance(prev.get("sections", {}), dict):
+                raise InputError(f"resume: {out_json!r}: 'config' and 'sections' must be objects; remove the file "
+                                 "or drop --resume")
             prev_key = dict(prev.get("config", {}))
             prev_key.pop("sections", None)
             if prev_key != cfg.key():
