@@ -174,30 +174,33 @@ def _stacked_call():
     return (PROBES["betti"].substrate, ["Ar"]), {"dtype": jnp.float64}
 
 
-def test_a_planted_pickle_is_never_unpickled(store, tmp_path):
-    """Entries planted under the very names the cache looks up (keys from its own API) run nothing and change
-    nothing: old code unpickled them (the marker appeared during an ordinary warm run)."""
+@pytest.mark.parametrize("where", ["host", "exec"])
+def test_a_planted_pickle_is_never_unpickled(where, store, tmp_path):
+    """An entry planted under the very name the cache looks up (its key from the cache's own API) runs nothing and
+    changes nothing: the code before STORE_FORMAT 2 unpickled it (the marker appeared during an ordinary warm run)."""
     import pickle
 
     first = jaxcert.certify(models.get("lj"), "Ar", probes="betti", seed=0, dtype=jnp.float64, compile_workers=0)
     args, kw = _stacked_call()
     ref, _ = substrates.stacked(*args, **kw)
-    host_key = store.value_key(substrates.stacked.__wrapped__, args, kw)
-    exec_key = _key(models.get("lj"))
-    host_file, exec_file = store._value_file(host_key), store._file(exec_key)
-    assert host_file.is_file() and exec_file.is_file()  # the names a warm run reads
+    if where == "host":
+        planted = store._value_file(store.value_key(substrates.stacked.__wrapped__, args, kw))
+    else:
+        planted = store._file(_key(models.get("lj")))
+    assert planted.is_file()  # the name a warm run reads
     marker = tmp_path / "planted-code-ran"
-    for f in (host_file, exec_file):
-        f.write_bytes(pickle.dumps(_Planted(marker)))
+    planted.write_bytes(pickle.dumps(_Planted(marker)))
     suite._EXECUTABLES.clear()
-    s, symbols = substrates.stacked(*args, **kw)
+    if where == "host":
+        out = substrates.stacked(*args, **kw)
+        assert not marker.exists()
+        s, symbols = out
+        assert symbols == ["Ar"] and isinstance(s, jaxcert.Structure)
+        np.testing.assert_array_equal(s.positions, ref.positions)
     again = jaxcert.certify(models.get("lj"), "Ar", probes="betti", seed=0, dtype=jnp.float64, compile_workers=0)
     assert not marker.exists()
-    assert symbols == ["Ar"] and isinstance(s, jaxcert.Structure)
-    np.testing.assert_array_equal(s.positions, ref.positions)
-    assert again.outcomes[0].status == ["ok"]
+    assert again.outcomes[0].status == ["ok"] and store.hits == (1 if where == "host" else 0)
     np.testing.assert_array_equal(again.outcomes[0].defect, first.outcomes[0].defect)
-    assert store.hits == 0
 
 
 def test_a_planted_executable_payload_cannot_name_other_globals(store, tmp_path):
