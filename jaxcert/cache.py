@@ -94,8 +94,8 @@ def cache_dir_problem(path: str | os.PathLike) -> str | None:
         return f"{root} is not a folder; set JAXCERT_CACHE_DIR to a folder of your own (or to off)"
     try:
         os.makedirs(root, mode=0o700, exist_ok=True)
-    except OSError as err:
-        return f"{root} cannot be created ({err.strerror or err}); set JAXCERT_CACHE_DIR to a writable folder (or off)"
+    except (OSError, ValueError) as err:  # ValueError: a NUL in the path
+        return f"{root} cannot be created ({_why(err)}); set JAXCERT_CACHE_DIR to a writable folder (or off)"
     problem = _folder_problem(root)
     if problem:
         return problem
@@ -105,20 +105,24 @@ def cache_dir_problem(path: str | os.PathLike) -> str | None:
             return f"{folder} is not a folder; remove it or set JAXCERT_CACHE_DIR to another folder (or off)"
         try:
             os.makedirs(folder, mode=0o700, exist_ok=True)
-        except OSError as err:
-            return f"{folder} cannot be created ({err.strerror or err}); fix with `chmod 700 {root}`"
+        except (OSError, ValueError) as err:
+            return f"{folder} cannot be created ({_why(err)}); fix with `chmod 700 {root}`"
         problem = _folder_problem(folder)
         if problem:
             return problem
     return None
 
 
+def _why(err: Exception) -> str:
+    return getattr(err, "strerror", None) or str(err)
+
+
 def _folder_problem(folder: str) -> str | None:
     """Ownership and mode of one existing folder: None when only its user can write it."""
     try:
         st = os.stat(folder)
-    except OSError as err:
-        return f"{folder} cannot be read ({err.strerror or err}); set JAXCERT_CACHE_DIR to a folder of your own"
+    except (OSError, ValueError) as err:
+        return f"{folder} cannot be read ({_why(err)}); set JAXCERT_CACHE_DIR to a folder of your own"
     getuid = getattr(os, "getuid", None)  # POSIX only; elsewhere the mode and access checks remain
     if getuid is not None and st.st_uid != getuid():
         return (f"{folder} is owned by uid {st.st_uid}, not by you (uid {getuid()}); "
