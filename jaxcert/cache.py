@@ -461,17 +461,24 @@ def _unpack(body: bytes) -> tuple[Any, dict[str, np.ndarray]]:
 
 
 def _storable_dataclasses() -> dict[str, type]:
-    """The dataclasses a :func:`stored` result may contain, by name (only these are rebuilt on load)."""
+    """The dataclasses a stored value (a :func:`stored` result, a pytree node's static data) may contain, by name
+    (only these are rebuilt on load)."""
+    from jaxcert.dynamics import LangevinConfig
+    from jaxcert.neighbors import CellListSpec
     from jaxcert.structure import Structure
 
-    return {"Structure": Structure}
+    return {"Structure": Structure, "LangevinConfig": LangevinConfig, "CellListSpec": CellListSpec}
 
 
-def _storable_namedtuples() -> dict[str, type]:
-    """The named tuples an executable's output structure may contain, by name."""
+def _storable_nodes() -> dict[str, type]:
+    """The pytree node types an executable's output structure may contain, by name (only these are rebuilt)."""
+    from jaxcert.dynamics import Trajectory
+    from jaxcert.neighbors import NeighborState
     from jaxcert.probes.base import ProbeResult
+    from jaxcert.structure import Structure
 
-    return {"ProbeResult": ProbeResult}
+    return {"tuple": tuple, "list": list, "dict": dict, "none": type(None), "ProbeResult": ProbeResult,
+            "Structure": Structure, "Trajectory": Trajectory, "NeighborState": NeighborState}
 
 
 def _array_ok(a: np.ndarray) -> bool:
@@ -583,52 +590,43 @@ def decode_value(node: Any, arrays: dict[str, np.ndarray]) -> Any:
 
 
 def encode_treedef(treedef: Any) -> Any:
-    """A pytree structure as JSON: leaves, None, tuples, lists, string-keyed dicts and known named tuples.
+    """A pytree structure as JSON: each node's type (one of :func:`_storable_nodes`), its static data (as
+    :func:`encode_value` writes it, without arrays) and its children; a leaf is ``"*"``.
 
-    :class:`EntryError` for any other node (such a program is simply not stored).
+    :class:`EntryError` for any other node type or static data (such a program is simply not stored).
     """
     if treedef.num_nodes == 1 and treedef.num_leaves == 1:
         return "*"
     kind, aux = treedef.node_data()
-    kids = [encode_treedef(c) for c in treedef.children()]
-    if kind is type(None):
-        return ["none"]
-    if kind in (tuple, list):
-        return [kind.__name__, kids]
-    if kind is dict and all(type(k) is str for k in aux):
-        return ["dict", list(aux), kids]
-    named = {c: n for n, c in _storable_namedtuples().items()}
-    if kind in named:
-        return ["namedtuple", named[kind], kids]
-    raise EntryError(f"pytree node {kind!r} is not stored")
+    name = {c: n for n, c in _storable_nodes().items()}.get(kind)
+    if name is None:
+        raise EntryError(f"pytree node {kind!r} is not stored")
+    if kind is dict and not all(type(k) is str for k in aux):
+        raise EntryError("dict keys must be strings")
+    arrays: dict[str, np.ndarray] = {}
+    aux_json = encode_value(list(aux) if kind is dict else aux, arrays)
+    if arrays:
+        raise EntryError("arrays in a pytree's static data are not stored")
+    return ["node", name, aux_json, [encode_treedef(c) for c in treedef.children()]]
 
 
 def decode_treedef(node: Any) -> Any:
     """Inverse of :func:`encode_treedef`."""
     import jax
 
-    def example(n: Any) -> Any:
-        if n == "*":
-            return 0
-        if not isinstance(n, list) or not n or not isinstance(n[0], str):
-            raise EntryError("malformed pytree node")
-        tag = n[0]
-        if tag == "none" and len(n) == 1:
-            return None
-        if tag in ("tuple", "list") and len(n) == 2 and isinstance(n[1], list):
-            kids = [example(c) for c in n[1]]
-            return tuple(kids) if tag == "tuple" else kids
-        if (tag == "dict" and len(n) == 3 and isinstance(n[1], list) and isinstance(n[2], list)
-                and len(n[1]) == len(n[2]) and all(isinstance(k, str) for k in n[1])):
-            return dict(zip(n[1], (example(c) for c in n[2]), strict=True))
-        if tag == "namedtuple" and len(n) == 3 and isinstance(n[2], list):
-            cls = _storable_namedtuples().get(n[1]) if isinstance(n[1], str) else None
-            if cls is None or len(n[2]) != len(cls._fields):
-                raise EntryError("unknown or malformed named tuple")
-            return cls(*(example(c) for c in n[2]))
-        raise EntryError(f"unknown pytree node {tag!r}")
-
-    return jax.tree_util.tree_structure(example(node))
+    if node == "*":
+        return jax.tree_util.tree_structure(0)
+    if not (isinstance(node, list) and len(node) == 4 and node[0] == "node" and isinstance(node[1], str)
+            and isinstance(node[3], list)):
+        raise EntryError("malformed pytree node")
+    kind = _storable_nodes().get(node[1])
+    if kind is None:
+        raise EntryError(f"unknown pytree node {node[1]!r}")
+    aux = decode_value(node[2], {})
+    if kind is dict and not (isinstance(aux, list) and all(type(k) is str for k in aux)):
+        raise EntryError("dict keys must be strings")
+    kids = [decode_treedef(c) for c in node[3]]
+    return jax.tree_util.PyTreeDef.from_node_data_and_children(jax.tree_util.default_registry, (kind, aux), kids)
 
 
 class _ExecutableUnpickler(pickle.Unpickler):

@@ -264,14 +264,21 @@ def test_host_values_round_trip_as_data_and_anything_else_is_not_stored(store):
 
 
 def test_output_structures_are_stored_as_json():
+    from jaxcert.dynamics import LangevinConfig, Trajectory
+    from jaxcert.neighbors import CellListSpec, NeighborState
     from jaxcert.probes.base import ProbeResult
 
-    res = ProbeResult(1, 2, 3, 4, 5, {"a": 1, "b": [None, (2, 3)], "c": {}})
-    tree = jax.tree_util.tree_structure(res)
-    assert cache.decode_treedef(json.loads(json.dumps(cache.encode_treedef(tree)))) == tree
-    s, _ = substrates.stacked("cluster", ["Ar"], dtype=jnp.float64)
+    s, _ = substrates.stacked("bulk", ["Ar", "Si"], dtype=jnp.float64)
+    res = ProbeResult(1, 2, 3, 4, 5, {"a": 1, "b": [None, (2, 3)], "c": {}, "s": s})
+    traj = Trajectory(s, *range(8), LangevinConfig(temperature_k=12.5))
+    listed = s.replace(neighbor_list=CellListSpec(5.0, (2, 2, 3), 8, 16, 0.5), neighbor_state=NeighborState(*range(5)))
+    for value in (res, traj, (s, {"x": [traj]}), listed):
+        tree = jax.tree_util.tree_structure(value)
+        assert cache.decode_treedef(json.loads(json.dumps(cache.encode_treedef(tree)))) == tree
     with pytest.raises(cache.EntryError):
-        cache.encode_treedef(jax.tree_util.tree_structure(s))  # only the nodes a probe's result uses
+        cache.encode_treedef(jax.tree_util.tree_structure({1: 0}))  # only the nodes a probe's result uses
+    with pytest.raises(cache.EntryError):
+        cache.decode_treedef(["node", "Popen", ["none"], []])
 
 
 def _no_store(monkeypatch):
