@@ -100,7 +100,7 @@ def cli_runs(mname: str, els: list[str]) -> dict:
         out[label] = time.perf_counter() - t
         out[label.replace("_s", "_load_1min")] = [load_before[0], os.getloadavg()[0]]
     # what the warm process could load without tracing (jaxcert.cache's executable store, one entry per program)
-    out["cli_store_entries"] = len(list(pathlib.Path(cache, "exec").rglob("*.pkl")))
+    out["cli_store_entries"] = len(list(pathlib.Path(cache, "exec").rglob("*.entry")))
     return out
 
 

@@ -21,6 +21,22 @@ both), both switched on by :func:`enable_compilation_cache` (the CLI does this):
 
 Both are pure caches: a hit runs the very executable a miss would compile, so results are
 bit-identical (tested). A corrupt or unreadable entry is ignored and recompiled.
+
+**Trust model.** A stored executable is native code that this process runs, so whoever can write the
+cache folder can run code as the user: write access to the folder is the trust boundary, and the only
+defence. jaxcert therefore creates the folder and its ``xla``, ``host`` and ``exec`` subfolders with
+mode 0700 and its files with mode 0600, and before using it checks that the folder and each subfolder
+is a folder owned by the current user and not writable by group or others; otherwise it prints one
+warning line (the path, the reason, the fix) and runs without any cache (neither layer), never
+stopping the command (:func:`cache_dir_problem`). Nothing read back is unpickled by jaxcert's own
+code: host results are JSON (structure) plus an ``allow_pickle=False`` npz (arrays), and only the
+types :func:`stored` functions return are accepted; an executable entry keeps its output pytree
+structure as JSON and JAX's serialised executable, whose own pickle stream is read by an unpickler
+that resolves only the handful of JAX classes an executable needs (:data:`_EXECUTABLE_GLOBALS`), so a
+planted pickle cannot call ``os.system``. Every entry carries a SHA-256 of its key and payload: a
+truncated, corrupted or moved entry is ignored and computed again. That digest is not a signature
+(anyone who can write the folder can write a valid entry); a shared CI cache must therefore be
+restored only from trusted branches (never from a pull request's run), like any other build cache.
 """
 
 from __future__ import annotations
@@ -30,10 +46,15 @@ import dataclasses
 import enum
 import functools
 import hashlib
+import hmac
+import io
+import json
 import os
 import pathlib
 import pickle
 import platform
+import stat
+import sys
 import tempfile
 import threading
 import types
@@ -42,11 +63,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["enable_compilation_cache", "default_cache_dir", "ExecutableStore", "executable_store", "fingerprint",
-           "Unstorable", "stored"]
+__all__ = ["enable_compilation_cache", "default_cache_dir", "cache_dir_problem", "ExecutableStore", "executable_store",
+           "fingerprint", "Unstorable", "stored"]
 
-#: bump when the stored format or the key recipe changes
-STORE_FORMAT = 1
+#: bump when the stored format or the key recipe changes (2: no pickle; JSON + npz entries with a digest)
+STORE_FORMAT = 2
+
+#: the subfolders of the cache folder: JAX's persistent cache, stored host results, the executable store
+SUBFOLDERS = ("xla", "host", "exec")
 
 
 def default_cache_dir() -> str | None:
@@ -58,21 +82,81 @@ def default_cache_dir() -> str | None:
 _STORE: ExecutableStore | None = None
 
 
+def cache_dir_problem(path: str | os.PathLike) -> str | None:
+    """Why the cache folder ``path`` must not be used, or None when it is fit (creating it if missing).
+
+    Creates ``path`` and its :data:`SUBFOLDERS` with mode 0700 where missing, then checks the folder and
+    each subfolder: a folder (not a file), owned by the current user, not writable by group or others,
+    writable by the user. The answer is one phrase naming the path, the reason and the fix.
+    """
+    root = os.fspath(path)
+    if os.path.lexists(root) and not os.path.isdir(root):
+        return f"{root} is not a folder; set JAXCERT_CACHE_DIR to a folder of your own (or to off)"
+    try:
+        os.makedirs(root, mode=0o700, exist_ok=True)
+    except (OSError, ValueError) as err:  # ValueError: a NUL in the path
+        return f"{root} cannot be created ({_why(err)}); set JAXCERT_CACHE_DIR to a writable folder (or off)"
+    problem = _folder_problem(root)
+    if problem:
+        return problem
+    for sub in SUBFOLDERS:
+        folder = os.path.join(root, sub)
+        if os.path.lexists(folder) and not os.path.isdir(folder):
+            return f"{folder} is not a folder; remove it or set JAXCERT_CACHE_DIR to another folder (or off)"
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+        except (OSError, ValueError) as err:
+            return f"{folder} cannot be created ({_why(err)}); fix with `chmod 700 {root}`"
+        problem = _folder_problem(folder)
+        if problem:
+            return problem
+    return None
+
+
+def _why(err: Exception) -> str:
+    return getattr(err, "strerror", None) or str(err)
+
+
+def _folder_problem(folder: str) -> str | None:
+    """Ownership and mode of one existing folder: None when only its user can write it."""
+    try:
+        st = os.stat(folder)
+    except (OSError, ValueError) as err:
+        return f"{folder} cannot be read ({_why(err)}); set JAXCERT_CACHE_DIR to a folder of your own"
+    getuid = getattr(os, "getuid", None)  # POSIX only; elsewhere the mode and access checks remain
+    if getuid is not None and st.st_uid != getuid():
+        return (f"{folder} is owned by uid {st.st_uid}, not by you (uid {getuid()}); "
+                "set JAXCERT_CACHE_DIR to a folder of your own (or off)")
+    if getuid is not None and st.st_mode & 0o022:
+        return (f"{folder} is writable by group or others (mode {stat.S_IMODE(st.st_mode):03o}); "
+                f"fix with `chmod 700 {folder}` or set JAXCERT_CACHE_DIR")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"{folder} is not writable by you; fix with `chmod 700 {folder}` or set JAXCERT_CACHE_DIR"
+    return None
+
+
 def enable_compilation_cache(path: str | None = None) -> str | None:
     """Reuse compiled programs across processes under ``path`` (default :func:`default_cache_dir`).
 
     Turns on JAX's persistent cache in ``<path>/xla`` (every program, no minimum compile time or
     size: the suite's programs each take seconds to compile on CPU) and jaxcert's
     :class:`ExecutableStore` in ``<path>/exec``. Returns the path used, or None when disabled.
+
+    A folder that is unfit (:func:`cache_dir_problem`: a file, not the user's, writable by others,
+    not writable, cannot be created) is not used at all: one warning line goes to stderr and the
+    process runs without either cache layer. This never raises.
     """
     import jax
 
     global _STORE
+    _STORE = None
     path = path if path is not None else default_cache_dir()
     if path is None:
-        _STORE = None
         return None
-    os.makedirs(os.path.join(path, "xla"), exist_ok=True)
+    problem = cache_dir_problem(path)
+    if problem is not None:
+        print(f"jaxcert: warning: cache not used: {problem}", file=sys.stderr)
+        return None
     jax.config.update("jax_compilation_cache_dir", os.path.join(path, "xla"))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
@@ -305,13 +389,299 @@ def _initialise_runtime() -> None:
     jax.jit(jnp.linalg.eigh).lower(jnp.eye(2))
 
 
+#: every global that JAX's serialised executable may name (jaxlib 0.10: collected from the suite's programs);
+#: the executable's pickle stream is read by an unpickler that resolves these and nothing else. A JAX that
+#: needs another one just misses the store (the program is compiled, as without a cache).
+_EXECUTABLE_GLOBALS = frozenset({
+    ("jax", "P"),
+    ("jax._src.core", "ManualAxisType"),
+    ("jax._src.core", "MemorySpace"),
+    ("jax._src.core", "ShapedArray"),
+    ("jax._src.interpreters.pxla", "AllArgsInfo"),
+    ("jax._src.interpreters.pxla", "UnloadedMeshExecutable"),
+    ("jax._src.layout", "Layout"),
+    ("jax._src.linear_util", "DebugInfo"),
+    ("jax._src.mesh", "AbstractMesh"),
+    ("jax._src.named_sharding", "_unpickle_named_sharding"),
+    ("jax._src.random.prng", "KeyTy"),
+    ("jax._src.random.prng", "PRNGImpl"),
+    ("jax._src.random.threefry2x32", "threefry_fold_in"),
+    ("jax._src.random.threefry2x32", "threefry_random_bits"),
+    ("jax._src.random.threefry2x32", "threefry_seed"),
+    ("jax._src.random.threefry2x32", "threefry_split"),
+    ("jax._src.sharding_impls", "_unpickle_single_device_sharding"),
+    ("jax._src.stages", "ArgInfo"),
+    ("jaxlib._jax", "DeviceList"),
+    ("numpy", "dtype"),
+})
+
+
+class EntryError(ValueError):
+    """A cache entry that is missing, corrupt, of another format or of a type jaxcert does not store."""
+
+
+_MAGIC = b"jaxcert-cache"
+
+
+def _seal(kind: str, key: str, body: bytes) -> bytes:
+    """``body`` behind a header naming the format and a SHA-256 of (kind, key, body)."""
+    digest = hashlib.sha256(f"{kind}|{key}|".encode() + body).hexdigest().encode()
+    return b"%s %d %s %s\n" % (_MAGIC, STORE_FORMAT, kind.encode(), digest) + body
+
+
+def _unseal(kind: str, key: str, blob: bytes) -> bytes:
+    """The body of an entry written by :func:`_seal` for the same kind and key; :class:`EntryError` otherwise."""
+    head, sep, body = blob.partition(b"\n")
+    parts = head.split(b" ")
+    if not sep or len(parts) != 4 or parts[:3] != [_MAGIC, str(STORE_FORMAT).encode(), kind.encode()]:
+        raise EntryError("not an entry of this format")
+    digest = hashlib.sha256(f"{kind}|{key}|".encode() + body).hexdigest().encode()
+    if not hmac.compare_digest(digest, parts[3]):
+        raise EntryError("digest mismatch")
+    return body
+
+
+def _pack(tree: Any, arrays: dict[str, np.ndarray]) -> bytes:
+    """``tree`` (JSON) and ``arrays`` as one npz (no pickled members)."""
+    members = {"tree": np.frombuffer(json.dumps(tree, separators=(",", ":")).encode(), np.uint8)}
+    members.update(arrays)
+    buf = io.BytesIO()
+    np.savez(buf, **members)
+    return buf.getvalue()
+
+
+def _unpack(body: bytes) -> tuple[Any, dict[str, np.ndarray]]:
+    """Inverse of :func:`_pack`, never unpickling anything."""
+    with np.load(io.BytesIO(body), allow_pickle=False) as npz:
+        members = {name: npz[name] for name in npz.files}
+    tree = members.pop("tree", None)
+    if tree is None or tree.dtype != np.uint8 or tree.ndim != 1:
+        raise EntryError("no structure")
+    return json.loads(tree.tobytes().decode()), members
+
+
+def _storable_dataclasses() -> dict[str, type]:
+    """The dataclasses a stored value (a :func:`stored` result, a pytree node's static data) may contain, by name
+    (only these are rebuilt on load)."""
+    from jaxcert.dynamics import LangevinConfig
+    from jaxcert.neighbors import CellListSpec
+    from jaxcert.structure import Structure
+
+    return {"Structure": Structure, "LangevinConfig": LangevinConfig, "CellListSpec": CellListSpec}
+
+
+def _storable_nodes() -> dict[str, type]:
+    """The pytree node types an executable's output structure may contain, by name (only these are rebuilt)."""
+    from jaxcert.dynamics import Trajectory
+    from jaxcert.neighbors import NeighborState
+    from jaxcert.probes.base import ProbeResult
+    from jaxcert.structure import Structure
+
+    return {"tuple": tuple, "list": list, "dict": dict, "none": type(None), "ProbeResult": ProbeResult,
+            "Structure": Structure, "Trajectory": Trajectory, "NeighborState": NeighborState}
+
+
+def _array_ok(a: np.ndarray) -> bool:
+    return a.dtype.kind in "biufc" and not a.dtype.hasobject and np.dtype(a.dtype.str) == a.dtype
+
+
+def encode_value(x: Any, arrays: dict[str, np.ndarray]) -> Any:
+    """A :func:`stored` result as JSON, its arrays added to ``arrays``; :class:`EntryError` for other types.
+
+    Stored: None, bool, int, float, str, tuple, list, dict with string keys, numpy arrays and scalars, JAX
+    arrays (committed to no device, not weakly typed) and the dataclasses of :func:`_storable_dataclasses`.
+    """
+    import jax
+
+    def array(tag: str, a: np.ndarray) -> list:
+        if not _array_ok(a):
+            raise EntryError(f"array of dtype {a.dtype} is not stored")
+        name = f"a{len(arrays)}"
+        arrays[name] = a
+        return [tag, name]
+
+    t = type(x)
+    if x is None:
+        return ["none"]
+    if t is bool:
+        return ["bool", x]
+    if t is int:
+        return ["int", str(x)]
+    if t is float:
+        return ["float", x.hex()]
+    if t is str:
+        return ["str", x]
+    if t is tuple or t is list:
+        return [t.__name__, [encode_value(v, arrays) for v in x]]
+    if t is dict:
+        if not all(type(k) is str for k in x):
+            raise EntryError("dict keys must be strings")
+        return ["dict", [[k, encode_value(v, arrays)] for k, v in x.items()]]
+    if t is np.ndarray:
+        return array("ndarray", x)
+    if isinstance(x, np.generic):
+        return array("npscalar", np.asarray(x))
+    if isinstance(x, jax.Array):
+        if getattr(x, "weak_type", False) or getattr(x, "committed", False) or not x.is_fully_addressable:
+            raise EntryError("a weakly typed, committed or distributed JAX array is not stored")
+        return array("jax", np.asarray(x))
+    named = {c: n for n, c in _storable_dataclasses().items()}
+    if t in named:
+        return ["dataclass", named[t],
+                [[f.name, encode_value(getattr(x, f.name), arrays)] for f in dataclasses.fields(x)]]
+    raise EntryError(f"a {t.__module__}.{t.__qualname__} is not stored")
+
+
+def decode_value(node: Any, arrays: dict[str, np.ndarray]) -> Any:
+    """Inverse of :func:`encode_value`; :class:`EntryError` for anything it would not have written."""
+    import jax.numpy as jnp
+
+    if not isinstance(node, list) or not node or not isinstance(node[0], str):
+        raise EntryError("malformed node")
+    tag, *rest = node
+
+    def one(kind: type) -> Any:
+        if len(rest) != 1 or not isinstance(rest[0], kind):
+            raise EntryError(f"malformed {tag} node")
+        return rest[0]
+
+    def array() -> np.ndarray:
+        a = arrays.get(one(str))
+        if a is None or not _array_ok(a):
+            raise EntryError("missing or unsupported array")
+        return a
+
+    if tag == "none" and not rest:
+        return None
+    if tag == "bool":
+        return one(bool)
+    if tag == "int":
+        return int(one(str))
+    if tag == "float":
+        return float.fromhex(one(str))
+    if tag == "str":
+        return one(str)
+    if tag in ("tuple", "list"):
+        items = [decode_value(v, arrays) for v in one(list)]
+        return tuple(items) if tag == "tuple" else items
+    if tag == "dict":
+        pairs = one(list)
+        if not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in pairs):
+            raise EntryError("malformed dict node")
+        return {k: decode_value(v, arrays) for k, v in pairs}
+    if tag == "ndarray":
+        return array()
+    if tag == "npscalar":
+        a = array()
+        if a.ndim:
+            raise EntryError("a numpy scalar must be 0-d")
+        return a[()]
+    if tag == "jax":
+        return jnp.asarray(array())
+    if tag == "dataclass" and len(rest) == 2 and isinstance(rest[0], str) and isinstance(rest[1], list):
+        cls = _storable_dataclasses().get(rest[0])
+        fields = rest[1]
+        if cls is None or not all(isinstance(p, list) and len(p) == 2 for p in fields):
+            raise EntryError("unknown or malformed dataclass")
+        if [p[0] for p in fields] != [f.name for f in dataclasses.fields(cls)]:
+            raise EntryError(f"fields of {rest[0]} do not match")
+        return cls(**{name: decode_value(v, arrays) for name, v in fields})
+    raise EntryError(f"unknown node {tag!r}")
+
+
+def encode_treedef(treedef: Any) -> Any:
+    """A pytree structure as JSON: each node's type (one of :func:`_storable_nodes`), its static data (as
+    :func:`encode_value` writes it, without arrays) and its children; a leaf is ``"*"``.
+
+    :class:`EntryError` for any other node type or static data (such a program is simply not stored).
+    """
+    if treedef.num_nodes == 1 and treedef.num_leaves == 1:
+        return "*"
+    kind, aux = treedef.node_data()
+    name = {c: n for n, c in _storable_nodes().items()}.get(kind)
+    if name is None:
+        raise EntryError(f"pytree node {kind!r} is not stored")
+    if kind is dict and not all(type(k) is str for k in aux):
+        raise EntryError("dict keys must be strings")
+    arrays: dict[str, np.ndarray] = {}
+    aux_json = encode_value(list(aux) if kind is dict else aux, arrays)
+    if arrays:
+        raise EntryError("arrays in a pytree's static data are not stored")
+    return ["node", name, aux_json, [encode_treedef(c) for c in treedef.children()]]
+
+
+def decode_treedef(node: Any) -> Any:
+    """Inverse of :func:`encode_treedef`."""
+    import jax
+
+    if node == "*":
+        return jax.tree_util.tree_structure(0)
+    if not (isinstance(node, list) and len(node) == 4 and node[0] == "node" and isinstance(node[1], str)
+            and isinstance(node[3], list)):
+        raise EntryError("malformed pytree node")
+    kind = _storable_nodes().get(node[1])
+    if kind is None:
+        raise EntryError(f"unknown pytree node {node[1]!r}")
+    aux = decode_value(node[2], {})
+    if kind is dict and not (isinstance(aux, list) and all(type(k) is str for k in aux)):
+        raise EntryError("dict keys must be strings")
+    kids = [decode_treedef(c) for c in node[3]]
+    return jax.tree_util.PyTreeDef.from_node_data_and_children(jax.tree_util.default_registry, (kind, aux), kids)
+
+
+class _ExecutableUnpickler(pickle.Unpickler):
+    """Reads the pickle stream of JAX's serialised executable, resolving only :data:`_EXECUTABLE_GLOBALS`.
+
+    Devices, the client and the executable itself come through persistent ids, as JAX writes them.
+    """
+
+    def __init__(self, file: Any, backend: Any):
+        super().__init__(file)
+        self.backend = backend
+        self.devices = backend.devices()
+        self.by_id = {d.id: d for d in self.devices}
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in _EXECUTABLE_GLOBALS:
+            raise pickle.UnpicklingError(f"{module}.{name} is not part of a serialised executable")
+        return super().find_class(module, name)
+
+    def persistent_load(self, pid: Any) -> Any:
+        from jax._src.lib import xla_client as xc
+
+        kind = pid[0] if isinstance(pid, tuple) and pid else None
+        if kind == "exec" and len(pid) == 2 and isinstance(pid[1], bytes):
+            return self.backend.deserialize_executable(pid[1], executable_devices=xc.DeviceList(tuple(self.devices)))
+        if kind == "device" and len(pid) == 2:
+            return self.by_id[pid[1]]
+        if kind == "client":
+            return self.backend
+        raise pickle.UnpicklingError(f"unknown persistent id {kind!r}")
+
+
+def _load_executable(payload: bytes, in_tree: Any, out_tree: Any) -> Any:
+    """A ``jax.stages.Compiled`` from the payload of ``serialize_executable.serialize``, read without
+    resolving any global outside :data:`_EXECUTABLE_GLOBALS` (jax.experimental.serialize_executable's
+    loader, with a closed unpickler)."""
+    import jax
+    from jax._src.interpreters import pxla
+
+    backend = jax.devices()[0].client
+    unloaded, args_info_flat, no_kwargs = _ExecutableUnpickler(io.BytesIO(payload), backend).load()
+    if not isinstance(unloaded, pxla.UnloadedMeshExecutable) or not isinstance(no_kwargs, bool):
+        raise EntryError("not a serialised executable")
+    args_info = in_tree.unflatten(args_info_flat)
+    return jax.stages.Compiled(unloaded.load(), [], args_info, out_tree, no_kwargs=no_kwargs)
+
+
 class ExecutableStore:
     """Serialised executables on disk, keyed by :meth:`key` (see the module docstring).
 
-    Entries are written atomically (temporary file + rename), so concurrent processes never
-    read a partial entry; any unreadable entry is treated as a miss. Within a process, loading and
-    serialising take one lock: jaxlib 0.10's deserialiser crashed (SIGSEGV) when two compile-ahead
-    threads loaded executables at once.
+    Entries are written atomically (a 0600 temporary file in a 0700 folder, then a rename), so
+    concurrent processes never read a partial entry; an unreadable entry, or one whose digest does
+    not match its key and payload, is treated as a miss. Within a process, loading and serialising
+    take one lock: jaxlib 0.10's deserialiser crashed (SIGSEGV) when two compile-ahead threads loaded
+    executables at once.
     """
 
     def __init__(self, path: str | os.PathLike):
@@ -340,7 +710,7 @@ class ExecutableStore:
         return h.hexdigest()
 
     def _file(self, key: str) -> pathlib.Path:
-        return self.path / key[:2] / f"{key}.pkl"
+        return self.path / key[:2] / f"{key}.entry"
 
     def value_key(self, fn: Any, args: tuple, kw: dict[str, Any]) -> str | None:
         """Key of the host call ``fn(*args, **kw)`` (:func:`stored`); None when it cannot be fingerprinted."""
@@ -352,30 +722,41 @@ class ExecutableStore:
         return hashlib.sha256("|".join(parts).encode()).hexdigest()
 
     def _value_file(self, key: str) -> pathlib.Path:
-        return self.path.parent / "host" / key[:2] / f"{key}.pkl"
+        return self.path.parent / "host" / key[:2] / f"{key}.entry"
 
     def load_value(self, key: str) -> Any:
-        """The stored result for ``key``, or the module's missing marker (unreadable entries are misses)."""
+        """The stored result for ``key``, or the module's missing marker.
+
+        Missing, truncated, tampered (digest mismatch), old-format and malformed entries are all misses.
+        """
         try:
-            return pickle.loads(self._value_file(key).read_bytes())
-        except Exception:  # noqa: BLE001 - missing, partial or stale: compute again
+            tree, arrays = _unpack(_unseal("host", key, self._value_file(key).read_bytes()))
+            return decode_value(tree, arrays)
+        except Exception:  # noqa: BLE001 - missing, partial, stale or foreign: compute again
             return _MISSING
 
     def save_value(self, key: str, value: Any) -> bool:
-        """Store a host result atomically; False when it cannot be pickled or written."""
+        """Store a host result atomically; False when it is of a type not stored (:func:`encode_value`)
+        or cannot be written."""
+        arrays: dict[str, np.ndarray] = {}
         try:
-            blob = pickle.dumps(value)
-        except Exception:  # noqa: BLE001 - an unpicklable result is simply not stored
+            body = _pack(encode_value(value, arrays), arrays)
+        except Exception:  # noqa: BLE001 - an unsupported result is simply not stored
             return False
-        return self._write(self._value_file(key), blob)
+        return self._write(self._value_file(key), _seal("host", key, body))
 
     def _write(self, f: pathlib.Path, blob: bytes) -> bool:
         try:
-            f.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=f.parent, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(blob)
-            os.replace(tmp, f)
+            f.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=f.parent, prefix=".tmp-")  # mode 0600
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(blob)
+                os.replace(tmp, f)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
         except OSError:
             return False
         return True
@@ -384,16 +765,19 @@ class ExecutableStore:
         """Whether an entry for ``key`` exists (it may still fail to load)."""
         return self._file(key).is_file()
 
-    def load(self, key: str) -> Any | None:
-        """The stored executable for ``key``, loaded on this process's devices, or None."""
-        from jax.experimental import serialize_executable
+    def load(self, key: str, args: tuple) -> Any | None:
+        """The stored executable for ``key``, for inputs ``args`` (as passed to the jitted function), or None."""
+        import jax
 
-        f = self._file(key)
         _initialise_runtime()
         with self._lock:
             try:
-                payload, in_tree, out_tree = pickle.loads(f.read_bytes())
-                exe = serialize_executable.deserialize_and_load(payload, in_tree, out_tree)
+                tree, arrays = _unpack(_unseal("exec", key, self._file(key).read_bytes()))
+                payload = arrays.get("payload")
+                if set(arrays) != {"payload"} or payload.dtype != np.uint8 or payload.ndim != 1:
+                    raise EntryError("no executable")
+                in_tree = jax.tree_util.tree_structure((tuple(args), {}))  # how the program was lowered
+                exe = _load_executable(payload.tobytes(), in_tree, decode_treedef(tree))
             except Exception:  # noqa: BLE001 - missing, partial, stale or foreign: recompile
                 self.misses += 1
                 return None
@@ -407,15 +791,17 @@ class ExecutableStore:
         self.misses += 1
 
     def save(self, key: str, compiled: Any) -> bool:
-        """Store ``compiled`` (a ``jax.stages.Compiled``) under ``key``; False when it cannot be serialised."""
+        """Store ``compiled`` (a ``jax.stages.Compiled``) under ``key``; False when it cannot be serialised
+        or its output structure is not one :func:`encode_treedef` writes."""
         from jax.experimental import serialize_executable
 
         try:
             with self._lock:
-                blob = pickle.dumps(serialize_executable.serialize(compiled))
+                payload, _, out_tree = serialize_executable.serialize(compiled)
+            body = _pack(encode_treedef(out_tree), {"payload": np.frombuffer(payload, np.uint8)})
         except Exception:  # noqa: BLE001 - host callbacks and the like cannot be serialised
             return False
-        return self._write(self._file(key), blob)
+        return self._write(self._file(key), _seal("exec", key, body))
 
 
 _MISSING = object()
@@ -441,9 +827,11 @@ def stored(fn: Any) -> Any:
     With the store off (:func:`enable_compilation_cache` not called, or ``$JAXCERT_CACHE_DIR=off``)
     ``fn`` simply runs. With it on, a call is keyed on ``fn`` (its code, by :func:`fingerprint`), the
     arguments, the jaxcert source, the JAX environment and the versions of ASE and numpy, and a
-    hit returns the pickled result of the earlier call: the same arrays, bit for bit. Arguments that
-    cannot be fingerprinted (an ``ase.Atoms``, a user's object) run ``fn`` without storing. ``fn``
-    must be a jaxcert function whose result depends only on its arguments and that reference data.
+    hit returns the result of the earlier call: the same arrays, bit for bit. Results are stored as
+    data only (:func:`encode_value`: JSON and an npz read without pickle), so only plain values,
+    containers, arrays and :class:`~jaxcert.Structure` are stored; any other result, and any call whose
+    arguments cannot be fingerprinted (an ``ase.Atoms``, a user's object), runs ``fn`` without storing.
+    ``fn`` must be a jaxcert function whose result depends only on its arguments and that reference data.
     """
 
     @functools.wraps(fn)

@@ -68,11 +68,11 @@ def test_a_stored_program_runs_in_a_fresh_process_with_identical_results(store, 
     lj_module._tables.cache_clear()
     rep = jaxcert.certify(models.get("lj"), "Ar", probes=PROBE_SET, seed=0, dtype=jnp.float64, compile_workers=0)
     assert store.hits == 0
-    assert len(list((tmp_path / "exec").rglob("*.pkl"))) == 2  # one program per probe
+    assert len(list((tmp_path / "exec").rglob("*.entry"))) == 2  # one program per probe
     child = _fresh_process(tmp_path)
     assert child["hits"] == 2 and child["misses"] == 0  # nothing traced or compiled for the two probes
     # the substrates and the LJ tables were read from the store (cache.stored), so ASE never built a crystal
-    assert list((tmp_path / "host").rglob("*.pkl")) and not child["ase_build"]
+    assert list((tmp_path / "host").rglob("*.entry")) and not child["ase_build"]
     assert child["status"] == {o.name: o.status for o in rep.outcomes}
     # bit-identical: the very executable the first run compiled
     assert child["defects"] == {o.name: [float(x) for x in o.defect] for o in rep.outcomes}
@@ -108,7 +108,7 @@ def test_a_function_from_outside_jaxcert_is_never_stored():
 
 def test_a_corrupt_entry_is_a_miss_and_is_recompiled(store, tmp_path):
     first = jaxcert.certify(models.get("lj"), "Ar", probes="betti", seed=0, dtype=jnp.float64, compile_workers=0)
-    (entry,) = (tmp_path / "exec").rglob("*.pkl")
+    (entry,) = (tmp_path / "exec").rglob("*.entry")
     entry.write_bytes(b"not an executable")
     suite._EXECUTABLES.clear()
     again = jaxcert.certify(models.get("lj"), "Ar", probes="betti", seed=0, dtype=jnp.float64, compile_workers=0)
@@ -130,7 +130,7 @@ def test_a_stored_program_that_fails_to_run_is_dropped_and_recompiled(store, mon
 
     served = []
 
-    def load_once(key):  # the stored entry loads, once; after the discard it is gone
+    def load_once(key, args):  # the stored entry loads, once; after the discard it is gone
         served.append(key)
         return Broken() if len(served) == 1 else None
 
@@ -150,10 +150,193 @@ def test_a_warm_jax_cache_with_an_empty_store_stores_working_programs(store, tmp
     store must compile such a program afresh (cache.persistent_cache_bypassed): before that fix the next
     process loaded programs that failed with "Function ... not found" in every probe."""
     rep = jaxcert.certify(models.get("lj"), "Ar", probes="betti", seed=0, dtype=jnp.float64, compile_workers=0)
-    for entry in (tmp_path / "exec").rglob("*.pkl"):
+    for entry in (tmp_path / "exec").rglob("*.entry"):
         entry.unlink()  # the store is empty, JAX's cache (tmp_path / "xla") still holds the program
     filling = _fresh_process(tmp_path, probes="betti")
-    assert filling["misses"] == 1 and filling["hits"] == 0 and list((tmp_path / "exec").rglob("*.pkl"))
+    assert filling["misses"] == 1 and filling["hits"] == 0 and list((tmp_path / "exec").rglob("*.entry"))
     warm = _fresh_process(tmp_path, probes="betti")
     assert warm["hits"] == 1 and warm["misses"] == 0 and warm["status"] == {"betti": ["ok"]}
     assert warm["defects"] == filling["defects"] == {"betti": [float(x) for x in rep.outcomes[0].defect]}
+
+
+# ------------------------------------------------------------- a cache that cannot be used against its user
+class _Planted:
+    """A pickle that, when unpickled, creates ``marker`` (what a planted entry could do with os.system)."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def _stacked_call():
+    return (PROBES["betti"].substrate, ["Ar"]), {"dtype": jnp.float64}
+
+
+@pytest.mark.parametrize("where", ["host", "exec"])
+def test_a_planted_pickle_is_never_unpickled(where, store, tmp_path):
+    """An entry planted under the very name the cache looks up (its key from the cache's own API) runs nothing and
+    changes nothing: the code before STORE_FORMAT 2 unpickled it (the marker appeared during an ordinary warm run)."""
+    import pickle
+
+    first = jaxcert.certify(models.get("lj"), "Ar", probes="betti", seed=0, dtype=jnp.float64, compile_workers=0)
+    args, kw = _stacked_call()
+    ref, _ = substrates.stacked(*args, **kw)
+    if where == "host":
+        planted = store._value_file(store.value_key(substrates.stacked.__wrapped__, args, kw))
+    else:
+        planted = store._file(_key(models.get("lj")))
+    assert planted.is_file()  # the name a warm run reads
+    marker = tmp_path / "planted-code-ran"
+    planted.write_bytes(pickle.dumps(_Planted(marker)))
+    suite._EXECUTABLES.clear()
+    if where == "host":
+        out = substrates.stacked(*args, **kw)
+        assert not marker.exists()
+        s, symbols = out
+        assert symbols == ["Ar"] and isinstance(s, jaxcert.Structure)
+        np.testing.assert_array_equal(s.positions, ref.positions)
+    again = jaxcert.certify(models.get("lj"), "Ar", probes="betti", seed=0, dtype=jnp.float64, compile_workers=0)
+    assert not marker.exists()
+    assert again.outcomes[0].status == ["ok"] and store.hits == (1 if where == "host" else 0)
+    np.testing.assert_array_equal(again.outcomes[0].defect, first.outcomes[0].defect)
+
+
+def test_a_planted_executable_payload_cannot_name_other_globals(store, tmp_path):
+    """Even behind a valid header and digest, JAX's executable pickle is read by a closed unpickler."""
+    import pickle
+
+    first = jaxcert.certify(models.get("lj"), "Ar", probes="betti", seed=0, dtype=jnp.float64, compile_workers=0)
+    key = _key(models.get("lj"))
+    tree, arrays = cache._unpack(cache._unseal("exec", key, store._file(key).read_bytes()))
+    marker = tmp_path / "planted-code-ran"
+    evil = np.frombuffer(pickle.dumps(_Planted(marker)), np.uint8)
+    store._file(key).write_bytes(cache._seal("exec", key, cache._pack(tree, {"payload": evil})))
+    suite._EXECUTABLES.clear()
+    again = jaxcert.certify(models.get("lj"), "Ar", probes="betti", seed=0, dtype=jnp.float64, compile_workers=0)
+    assert not marker.exists() and store.hits == 0 and store.misses >= 1
+    np.testing.assert_array_equal(again.outcomes[0].defect, first.outcomes[0].defect)
+
+
+def test_a_tampered_or_malformed_host_entry_does_not_change_results(store):
+    args, kw = _stacked_call()
+    ref, _ = substrates.stacked(*args, **kw)
+    key = store.value_key(substrates.stacked.__wrapped__, args, kw)
+    f = store._value_file(key)
+    header, _, body = f.read_bytes().partition(b"\n")
+    tree, arrays = cache._unpack(body)
+    (pos_name,) = [n for n, a in arrays.items() if a.shape == np.shape(ref.positions)]
+    arrays[pos_name] = arrays[pos_name] * 1.5  # a moved atom, the old digest kept: a digest mismatch
+    f.write_bytes(header + b"\n" + cache._pack(tree, arrays))
+    got, _ = substrates.stacked(*args, **kw)
+    np.testing.assert_array_equal(got.positions, ref.positions)
+    assert cache._unseal("host", key, f.read_bytes())  # computed again and stored afresh
+    # a valid digest over a structure the decoder would never write: refused, computed again
+    for bad in (["dataclass", "Popen", [["args", ["str", "id"]]]], ["tuple", [["int", 3]]], ["float", 1.0]):
+        f.write_bytes(cache._seal("host", key, cache._pack(bad, {})))
+        got, symbols = substrates.stacked(*args, **kw)
+        np.testing.assert_array_equal(got.positions, ref.positions)
+        assert symbols == ["Ar"]
+    # an entry moved to another key (valid in itself) fails that key's digest
+    other = store.value_key(substrates.stacked.__wrapped__, ("trimer", ["Ar"]), kw)
+    store._write(store._value_file(other), f.read_bytes())
+    assert store.load_value(other) is cache._MISSING
+
+
+def test_host_values_round_trip_as_data_and_anything_else_is_not_stored(store):
+    s, _ = substrates.stacked("bulk", ["Ar", "Si"], dtype=jnp.float64)
+    value = (s, ["Ar", "Si"], {"x": np.arange(3.0), "y": None, "z": (1, 2.5, float("nan"), True, "s")},
+             np.float64(0.1), jnp.arange(4))
+    assert store.save_value("0" * 64, value)
+    back = store.load_value("0" * 64)
+    assert isinstance(back, tuple) and isinstance(back[1], list) and isinstance(back[2]["z"], tuple)
+    assert type(back[3]) is np.float64 and back[3] == value[3]
+    assert isinstance(back[4], jax.Array) and back[4].dtype == value[4].dtype
+    assert back[2]["z"][:2] == (1, 2.5) and np.isnan(back[2]["z"][2]) and back[2]["z"][3:] == (True, "s")
+    for a, b in zip(jax.tree_util.tree_leaves(value[0]), jax.tree_util.tree_leaves(back[0]), strict=True):
+        assert isinstance(b, jax.Array) and a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+    assert back[0].pbc == s.pbc and back[0].images == s.images
+    for unsupported in (object(), {1: 2}, np.array([object()]), lambda: 0, {"k": {1, 2}}):
+        assert not store.save_value("1" * 64, unsupported)
+    assert not list(store._value_file("1" * 64).parent.glob("*"))
+
+
+def test_output_structures_are_stored_as_json():
+    from jaxcert.dynamics import LangevinConfig, Trajectory
+    from jaxcert.neighbors import CellListSpec, NeighborState
+    from jaxcert.probes.base import ProbeResult
+
+    s, _ = substrates.stacked("bulk", ["Ar", "Si"], dtype=jnp.float64)
+    res = ProbeResult(1, 2, 3, 4, 5, {"a": 1, "b": [None, (2, 3)], "c": {}, "s": s})
+    traj = Trajectory(s, *range(8), LangevinConfig(temperature_k=12.5))
+    listed = s.replace(neighbor_list=CellListSpec(5.0, (2, 2, 3), 8, 16, 0.5), neighbor_state=NeighborState(*range(5)))
+    for value in (res, traj, (s, {"x": [traj]}), listed):
+        tree = jax.tree_util.tree_structure(value)
+        assert cache.decode_treedef(json.loads(json.dumps(cache.encode_treedef(tree)))) == tree
+    with pytest.raises(cache.EntryError):
+        cache.encode_treedef(jax.tree_util.tree_structure({1: 0}))  # only the nodes a probe's result uses
+    with pytest.raises(cache.EntryError):
+        cache.decode_treedef(["node", "Popen", ["none"], []])
+
+
+def _no_store(monkeypatch):
+    monkeypatch.setattr(cache, "_STORE", None)
+
+
+def test_a_folder_others_can_write_or_own_is_not_used(tmp_path, monkeypatch, capsys):
+    _no_store(monkeypatch)
+    prev = jax.config.jax_compilation_cache_dir
+    d = tmp_path / "shared"
+    d.mkdir()
+    os.chmod(d, 0o777)
+    assert cache.enable_compilation_cache(str(d)) is None
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(d) in err[0] and "writable by group or others" in err[0] and "chmod 700" in err[0]
+    assert cache.executable_store() is None and jax.config.jax_compilation_cache_dir == prev
+    assert os.listdir(d) == []
+    os.chmod(d, 0o700)
+    os.makedirs(d / "exec", mode=0o700)
+    os.chmod(d / "exec", 0o757)  # a subfolder others can write
+    assert cache.enable_compilation_cache(str(d)) is None
+    assert str(d / "exec") in capsys.readouterr().err
+    if os.getuid() != 0:
+        return  # chown needs root; the mode checks above ran
+    os.chmod(d / "exec", 0o700)
+    os.chown(d, 12345, 12345)
+    assert cache.enable_compilation_cache(str(d)) is None
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "owned by uid 12345" in line and str(d) in line
+    assert cache.executable_store() is None and jax.config.jax_compilation_cache_dir == prev
+
+
+def test_a_new_cache_folder_is_private(tmp_path, monkeypatch):
+    _no_store(monkeypatch)
+    prev = jax.config.jax_compilation_cache_dir
+    root = tmp_path / "new" / "jaxcert"
+    try:
+        assert cache.enable_compilation_cache(str(root)) == str(root)
+        for d in (root, *(root / sub for sub in cache.SUBFOLDERS)):
+            assert d.stat().st_mode & 0o777 == 0o700
+        store = cache.executable_store()
+        assert store.save_value("ab" * 32, {"x": np.arange(2)})
+        f = store._value_file("ab" * 32)
+        assert f.stat().st_mode & 0o777 == 0o600 and f.parent.stat().st_mode & 0o777 == 0o700
+    finally:
+        jax.config.update("jax_compilation_cache_dir", prev)
+
+
+@pytest.mark.parametrize("where", ["file", "under_a_file"])
+def test_an_unusable_cache_dir_never_stops_a_command(where, tmp_path, monkeypatch, capsys):
+    from jaxcert import cli
+
+    _no_store(monkeypatch)
+    f = tmp_path / "not-a-folder"
+    f.write_text("x")
+    path = f if where == "file" else f / "jaxcert"
+    monkeypatch.setenv("JAXCERT_CACHE_DIR", str(path))
+    assert cli.main(["models"]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "cache not used" in line]
+    assert len(warnings) == 1 and str(path) in warnings[0] and "JAXCERT_CACHE_DIR" in warnings[0]
+    assert cache.executable_store() is None and f.read_text() == "x"

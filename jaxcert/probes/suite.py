@@ -551,7 +551,7 @@ def _executable(run, args: tuple):
         store = cache.executable_store()
         identity = _IDENTITY.get(id(run))
         skey = store.key(identity, args) if store is not None and identity is not None else None
-        exe = store.load(skey) if skey is not None else None
+        exe = store.load(skey, args) if skey is not None else None
         if exe is not None:
             _FROM_STORE[key] = skey
         elif skey is not None:
