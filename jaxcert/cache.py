@@ -63,8 +63,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["enable_compilation_cache", "default_cache_dir", "cache_dir_problem", "ExecutableStore", "executable_store",
-           "fingerprint", "Unstorable", "stored"]
+__all__ = ["register_storable", "enable_compilation_cache", "default_cache_dir", "cache_dir_problem",
+           "ExecutableStore", "executable_store", "fingerprint", "Unstorable", "stored"]
 
 #: bump when the stored format or the key recipe changes (2: no pickle; JSON + npz entries with a digest)
 STORE_FORMAT = 2
@@ -460,25 +460,29 @@ def _unpack(body: bytes) -> tuple[Any, dict[str, np.ndarray]]:
     return json.loads(tree.tobytes().decode()), members
 
 
-def _storable_dataclasses() -> dict[str, type]:
-    """The dataclasses a stored value (a :func:`stored` result, a pytree node's static data) may contain, by name
-    (only these are rebuilt on load)."""
-    from jaxcert.dynamics import LangevinConfig
-    from jaxcert.neighbors import CellListSpec
-    from jaxcert.structure import Structure
+#: the dataclasses a stored value may contain, and the pytree node types an executable's output structure may
+#: contain, by name: only these are rebuilt on load.  Each module registers its own types
+#: (:func:`register_storable`), so this module imports none of them.
+_DATACLASSES: dict[str, type] = {}
+_NODES: dict[str, type] = {"tuple": tuple, "list": list, "dict": dict, "none": type(None)}
 
-    return {"Structure": Structure, "LangevinConfig": LangevinConfig, "CellListSpec": CellListSpec}
+
+def register_storable(cls: type, *, value: bool = False, node: bool = False) -> type:
+    """Allow ``cls`` in stored host values (``value``: a dataclass rebuilt field by field) and/or in stored
+    executables' output trees (``node``: a registered pytree node).  Returns ``cls`` (usable as a decorator)."""
+    if value:
+        _DATACLASSES[cls.__name__] = cls
+    if node:
+        _NODES[cls.__name__] = cls
+    return cls
+
+
+def _storable_dataclasses() -> dict[str, type]:
+    return _DATACLASSES
 
 
 def _storable_nodes() -> dict[str, type]:
-    """The pytree node types an executable's output structure may contain, by name (only these are rebuilt)."""
-    from jaxcert.dynamics import Trajectory
-    from jaxcert.neighbors import NeighborState
-    from jaxcert.probes.base import ProbeResult
-    from jaxcert.structure import Structure
-
-    return {"tuple": tuple, "list": list, "dict": dict, "none": type(None), "ProbeResult": ProbeResult,
-            "Structure": Structure, "Trajectory": Trajectory, "NeighborState": NeighborState}
+    return _NODES
 
 
 def _array_ok(a: np.ndarray) -> bool:

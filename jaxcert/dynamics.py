@@ -75,6 +75,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcert import neighbors
+from jaxcert.cache import register_storable
 from jaxcert.model import Model
 from jaxcert.neighbors import NeighborState
 from jaxcert.relax import bfgs
@@ -544,3 +545,7 @@ def trajectory_details(traj: Trajectory, config, reused, traj_evals) -> dict:
 # fresh closures (the same fix as jaxcert.relax's host drivers).
 _VERLET = jax.jit(_verlet, static_argnums=(4,))
 _TRAJECTORY = jax.jit(_trajectory, static_argnums=(3, 4))
+
+# the executable store and stored host values may rebuild these types (jaxcert/cache.py)
+register_storable(LangevinConfig, value=True)
+register_storable(Trajectory, node=True)

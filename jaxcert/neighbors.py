@@ -67,6 +67,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcert.cache import register_storable
 from jaxcert.geometry import det3, inv3, is_concrete, plane_spacings
 from jaxcert.structure import Structure, StructureError
 
@@ -691,3 +692,7 @@ def auto_neighbors(s: Structure, cutoff: float, min_atoms: int | None = None) ->
     if not all(cell_list_fits(h, s.pbc, rc) for h in cells):
         return s
     return with_cell_list(s, cutoff)
+
+# the executable store and stored host values may rebuild these types (jaxcert/cache.py)
+register_storable(CellListSpec, value=True)
+register_storable(NeighborState, node=True)

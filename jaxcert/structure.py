@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcert.cache import register_storable
 from jaxcert.geometry import det3
 
 __all__ = ["Structure", "StructureError", "UnsupportedStructure", "stack", "unstack", "validate"]
@@ -376,3 +377,6 @@ def unstack(batch: Structure) -> list[Structure]:
     """Inverse of :func:`stack` (padding kept; use ``to_ase`` to drop it)."""
     n = batch.positions.shape[0]
     return [jax.tree_util.tree_map(lambda x, i=i: x[i], batch) for i in range(n)]
+
+# the executable store and stored host values may rebuild these types (jaxcert/cache.py)
+register_storable(Structure, value=True, node=True)

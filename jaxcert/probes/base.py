@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcert import substrates
+from jaxcert.cache import register_storable
 from jaxcert.geometry import is_concrete
 from jaxcert.model import Model
 from jaxcert.structure import Structure
@@ -198,3 +199,6 @@ PROBES: dict[str, ProbeSpec] = {}
 def register(spec: ProbeSpec) -> ProbeSpec:
     PROBES[spec.name] = spec
     return spec
+
+# the executable store and stored host values may rebuild these types (jaxcert/cache.py)
+register_storable(ProbeResult, node=True)
