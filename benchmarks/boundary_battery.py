@@ -204,7 +204,7 @@ def cases() -> list[Case]:
         Case("compare-n-evals-text", ["compare", "bad.json"], names="n_evals",
              setup=lambda d: (_report(d, _set(["probes", 0, "per_element", "Ar", "n_evals"], "abc")), {})[1]),
         Case("compare-overall-empty", ["compare", "bad.json"], names="overall",
-             setup=lambda d: (_report(d, _set(["overall"], {})), {})[1]),
+             setup=lambda d: (_report(d, _set(["aggregate", "overall"], {})), {})[1]),
         Case("compare-nan-score", ["compare", "bad.json"], names="score",
              setup=lambda d: (_report(d, _set(["probes", 0, "per_element", "Ar", "score"], float("nan"))), {})[1]),
         Case("compare-deep-nesting", ["compare", "bad.json"], names="bad.json",
@@ -246,6 +246,8 @@ def run_case(c: Case, fast_s: float) -> dict[str, Any]:
     tb = "Traceback" in p.stderr or "Traceback" in p.stdout
     row = {"case": c.name, "argv": c.argv, "exit": p.returncode, "expected": list(c.expect), "wall_s": round(wall, 2),
            "stderr": err[-1][:300] if err else ""}
+    if "planted" in state:
+        row["planted_files"] = state["planted"]
     if finding:
         row["class"] = "security finding"
         row["finding"] = finding
