@@ -14,10 +14,15 @@ both), both switched on by :func:`enable_compilation_cache` (the CLI does this):
   the probe and its config, the model (:func:`fingerprint`: its functions' code and closed-over
   values, its parameters, its static fields), the input shapes and dtypes, the jaxcert source
   and the JAX/XLA/CPU environment. A hit deserialises the executable without tracing or
-  lowering anything. Only models whose functions are jaxcert's own (the registry models and their
-  defect wrappers) are stored: for a user's function jaxcert cannot see every module it calls, so a
-  stale executable could be served; those programs use JAX's cache only. A program that raised
-  while tracing (a probe skip) was never compiled, so it is never stored and traces again.
+  lowering anything. A model whose functions are all jaxcert's own (the registry models and their
+  defect wrappers) is read by its code, nothing traced. Any other JAX model (a user's function, a Flax
+  or Equinox module, an mlip force field, nequix) is keyed by what it computes at the program's shape
+  class (:mod:`jaxcert._model_key`: the jaxpr of its energy, forces, stress and their JVPs on one
+  abstract sample, every constant in it, its parameters by value, its static fields, the user's own code
+  and the versions of the packages it calls), traced once per model and shape class in a process. A
+  model with a host callback (the torch and ASE bridges) is not stored: the host code is invisible to
+  the key. A program that raised while tracing (a probe skip) was never compiled, so it is never
+  stored and traces again.
 
 Both are pure caches: a hit runs the very executable a miss would compile, so results are
 bit-identical (tested). A corrupt or unreadable entry is ignored and recompiled.
