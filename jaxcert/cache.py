@@ -392,6 +392,8 @@ def _feed_code(h: Any, code: types.CodeType) -> None:
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
             _feed_code(h, c)
+        elif isinstance(c, frozenset):  # `x in {"a", "b"}`: a set's repr order follows the process's hash seed
+            h.update(repr(sorted(repr(v) for v in c)).encode())
         else:
             h.update(repr(c).encode())
 
