@@ -14,10 +14,15 @@ both), both switched on by :func:`enable_compilation_cache` (the CLI does this):
   the probe and its config, the model (:func:`fingerprint`: its functions' code and closed-over
   values, its parameters, its static fields), the input shapes and dtypes, the jaxcert source
   and the JAX/XLA/CPU environment. A hit deserialises the executable without tracing or
-  lowering anything. Only models whose functions are jaxcert's own (the registry models and their
-  defect wrappers) are stored: for a user's function jaxcert cannot see every module it calls, so a
-  stale executable could be served; those programs use JAX's cache only. A program that raised
-  while tracing (a probe skip) was never compiled, so it is never stored and traces again.
+  lowering anything. A model whose functions are all jaxcert's own (the registry models and their
+  defect wrappers) is read by its code, nothing traced. Any other JAX model (a user's function, a Flax
+  or Equinox module, an mlip force field, nequix) is keyed by what it computes at the program's shape
+  class (:mod:`jaxcert._model_key`: the jaxpr of its energy, forces, stress and their JVPs on one
+  abstract sample, every constant in it, its parameters by value, its static fields, the user's own code
+  and the versions of the packages it calls), traced once per model and shape class in a process. A
+  model with a host callback (the torch and ASE bridges) is not stored: the host code is invisible to
+  the key. A program that raised while tracing (a probe skip) was never compiled, so it is never
+  stored and traces again.
 
 Both are pure caches: a hit runs the very executable a miss would compile, so results are
 bit-identical (tested). A corrupt or unreadable entry is ignored and recompiled.
@@ -63,11 +68,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["register_storable", "enable_compilation_cache", "default_cache_dir", "cache_dir_problem",
+__all__ = ["register_storable", "register_traced", "enable_compilation_cache", "default_cache_dir", "cache_dir_problem",
            "ExecutableStore", "executable_store", "fingerprint", "Unstorable", "stored"]
 
-#: bump when the stored format or the key recipe changes (2: no pickle; JSON + npz entries with a digest)
-STORE_FORMAT = 2
+#: bump when the stored format or the key recipe changes (2: no pickle; JSON + npz entries with a digest;
+#: 3: a user's model keyed by its traced program, jaxcert's dataclasses only)
+STORE_FORMAT = 3
 
 #: the subfolders of the cache folder: JAX's persistent cache, stored host results, the executable store
 SUBFOLDERS = ("xla", "host", "exec")
@@ -248,25 +254,45 @@ class Unstorable(Exception):  # noqa: N818 - a signal, not an error
 _SCALARS = (type(None), bool, int, float, complex, str, bytes)
 
 
-def fingerprint(obj: Any) -> str:
+def fingerprint(obj: Any, at: tuple | None = None) -> str:
     """A digest of what ``obj`` computes, for keys of the executable store.
 
-    Covers plain values, containers, numpy/JAX arrays (their bytes), dtypes, enums, dataclasses
+    Covers plain values, containers, numpy/JAX arrays (their bytes), dtypes, enums, jaxcert's dataclasses
     (type and fields, so a :class:`~jaxcert.Model`'s functions, parameters and static fields),
     ``functools.partial`` and functions defined in jaxcert modules: their code objects, default
-    arguments and closed-over values, recursively. Anything else (a function from another package,
-    an arbitrary object) raises :class:`Unstorable`. Code a function calls through module globals is
+    arguments and closed-over values, recursively. Code a function calls through module globals is
     covered by the jaxcert source digest that every key also carries (:func:`_source_digest`).
+
+    An instance of a type registered with :func:`register_traced` (a :class:`~jaxcert.Model`) whose
+    functions are not all jaxcert's is fingerprinted by tracing it at the program inputs ``at``
+    (:mod:`jaxcert._model_key`); without ``at``, or when that fails, it raises :class:`Unstorable`, as
+    does anything else (a function from another package, an arbitrary object).
     """
     h = hashlib.sha256()
-    _feed(h, obj, set())
+    _feed(h, obj, set(), at)
     return h.hexdigest()
 
 
-def _feed(h: Any, x: Any, seen: set[int]) -> None:
+#: type -> fingerprint(obj, program inputs) by tracing, for instances whose code jaxcert cannot read
+_TRACED: dict[type, Any] = {}
+
+
+def register_traced(cls: type, fn: Any) -> type:
+    """Fingerprint instances of ``cls`` that :func:`fingerprint` cannot read by ``fn(obj, args)``: a digest
+    of what ``obj`` computes on program inputs shaped like ``args`` (raising :class:`Unstorable` when it
+    cannot tell). Registered by the module that owns the tracing, so this module imports none of it."""
+    _TRACED[cls] = fn
+    return cls
+
+
+def _put(h: Any, tag: str, payload: bytes | str = b"") -> None:
+    payload = payload.encode() if isinstance(payload, str) else payload
+    h.update(tag.encode() + b":" + str(len(payload)).encode() + b":" + payload)
+
+
+def _feed(h: Any, x: Any, seen: set[int], at: tuple | None = None) -> None:
     def put(tag: str, payload: bytes | str = b"") -> None:
-        payload = payload.encode() if isinstance(payload, str) else payload
-        h.update(tag.encode() + b":" + str(len(payload)).encode() + b":" + payload)
+        _put(h, tag, payload)
 
     if isinstance(x, enum.Enum):
         put("enum", f"{type(x).__module__}.{type(x).__qualname__}.{x.name}")
@@ -279,18 +305,18 @@ def _feed(h: Any, x: Any, seen: set[int]) -> None:
     elif isinstance(x, (tuple, list)):
         put(type(x).__name__, str(len(x)))
         for v in x:
-            _feed(h, v, seen)
+            _feed(h, v, seen, at)
     elif isinstance(x, dict):
         put("dict", str(len(x)))
         for k in sorted(x, key=repr):
-            _feed(h, k, seen)
-            _feed(h, x[k], seen)
+            _feed(h, k, seen, at)
+            _feed(h, x[k], seen, at)
     elif isinstance(x, functools.partial):
         put("partial")
-        _feed(h, (x.func, x.args, x.keywords), seen)
+        _feed(h, (x.func, x.args, x.keywords), seen, at)
     elif isinstance(x, types.MethodType):
         put("method")
-        _feed(h, (x.__func__, x.__self__), seen)
+        _feed(h, (x.__func__, x.__self__), seen, at)
     elif isinstance(x, types.FunctionType):
         if id(x) in seen:
             put("fn-cycle", x.__qualname__)
@@ -300,18 +326,31 @@ def _feed(h: Any, x: Any, seen: set[int]) -> None:
             raise Unstorable(f"function {x.__module__}.{x.__qualname__} is not jaxcert's")
         put("fn", f"{x.__module__}.{x.__qualname__}")
         _feed_code(h, x.__code__)
-        _feed(h, (x.__defaults__, x.__kwdefaults__), seen)
-        _feed(h, tuple(c.cell_contents if _cell_set(c) else "<empty cell>" for c in (x.__closure__ or ())), seen)
+        _feed(h, (x.__defaults__, x.__kwdefaults__), seen, at)
+        _feed(h, tuple(c.cell_contents if _cell_set(c) else "<empty cell>" for c in (x.__closure__ or ())), seen, at)
     elif isinstance(x, types.BuiltinFunctionType) or type(x).__name__ in ("ufunc", "PjitFunction"):
         name = f"{getattr(x, '__module__', '')}.{getattr(x, '__qualname__', getattr(x, '__name__', ''))}"
         if name.split(".")[0] not in ("jax", "jaxlib", "numpy", "math", "builtins", "operator", "jaxcert"):
             raise Unstorable(f"callable {name} is not JAX's, numpy's or jaxcert's")
         put("builtin", name)
-    elif dataclasses.is_dataclass(x):
-        put("dataclass", f"{type(x).__module__}.{type(x).__qualname__}")
-        for f in dataclasses.fields(x):
-            put("field", f.name)
-            _feed(h, getattr(x, f.name), seen)
+    elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+        traced = next((fn for cls, fn in _TRACED.items() if isinstance(x, cls)), None)
+        if traced is not None:  # read its code if it is all jaxcert's (fast), else trace it at the inputs
+            sub = hashlib.sha256()
+            try:
+                _feed_dataclass(sub, x, set(seen), at)
+                put("read", sub.hexdigest())
+            except Unstorable:
+                if at is None:
+                    raise
+                try:
+                    put("traced", traced(x, at))
+                except Unstorable:
+                    raise
+                except Exception as err:  # noqa: BLE001 - a key that cannot be made: the program is just not stored
+                    raise Unstorable(f"tracing failed: {type(err).__name__}: {err}") from err
+        else:
+            _feed_dataclass(h, x, seen, at)
     elif hasattr(x, "__array__") and hasattr(x, "dtype") and hasattr(x, "shape"):
         try:
             a = np.asarray(x)
@@ -321,6 +360,18 @@ def _feed(h: Any, x: Any, seen: set[int]) -> None:
         h.update(np.ascontiguousarray(a).tobytes())
     else:
         raise Unstorable(f"cannot fingerprint a {type(x).__module__}.{type(x).__qualname__}")
+
+
+def _feed_dataclass(h: Any, x: Any, seen: set[int], at: tuple | None) -> None:
+    """A jaxcert dataclass by type and fields; another package's (its methods may compute anything) is
+    :class:`Unstorable`."""
+    cls = type(x)
+    if not _is_jaxcert_module(cls.__module__):
+        raise Unstorable(f"dataclass {cls.__module__}.{cls.__qualname__} is not jaxcert's")
+    _put(h, "dataclass", f"{cls.__module__}.{cls.__qualname__}")
+    for f in dataclasses.fields(x):
+        _put(h, "field", f.name)
+        _feed(h, getattr(x, f.name), seen, at)
 
 
 def _is_jaxcert_module(name: str | None) -> bool:
@@ -341,6 +392,8 @@ def _feed_code(h: Any, code: types.CodeType) -> None:
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
             _feed_code(h, c)
+        elif isinstance(c, frozenset):  # `x in {"a", "b"}`: a set's repr order follows the process's hash seed
+            h.update(repr(sorted(repr(v) for v in c)).encode())
         else:
             h.update(repr(c).encode())
 
@@ -697,7 +750,9 @@ class ExecutableStore:
     def key(self, identity: Any, args: tuple) -> str | None:
         """Key of the program ``identity`` (a tuple of fingerprintable values) on inputs shaped like ``args``.
 
-        None when some part cannot be fingerprinted (then the program is not stored).
+        A model in ``identity`` whose functions are not all jaxcert's is keyed by what it computes on inputs
+        of this shape class (:func:`register_traced`, :mod:`jaxcert._model_key`). None when some part cannot
+        be fingerprinted (then the program is not stored).
         """
         import jax
 
@@ -706,7 +761,7 @@ class ExecutableStore:
         if "0x" in tree:  # an object identity in the static structure: not reproducible across processes
             return None
         try:
-            ident = fingerprint(identity)
+            ident = fingerprint(identity, at=tuple(args))
         except Unstorable:
             return None
         sig = repr((tree, tuple((tuple(x.shape), str(x.dtype)) for x in leaves)))

@@ -96,14 +96,194 @@ def test_keys_follow_what_the_program_computes():
     assert _key(lj, name="smoothness") != base
 
 
-def test_a_function_from_outside_jaxcert_is_never_stored():
-    def energy(params, s):  # this test module is not jaxcert: its callees are invisible to the key
+def test_a_function_from_outside_jaxcert_is_keyed_by_tracing_not_by_its_code():
+    def energy(params, s):  # this test module is not jaxcert: the key traces what the model computes
         return params * jnp.sum(s.positions**2)
 
     model = jaxcert.Model(energy, params=jnp.asarray(1.0), name="user")
-    assert _key(model) is None
     with pytest.raises(cache.Unstorable, match="not jaxcert's"):
         cache.fingerprint(energy)
+    with pytest.raises(cache.Unstorable):  # without the program's inputs there is nothing to trace at
+        cache.fingerprint(model)
+    assert _key(model) is not None and _key(model) == _key(jaxcert.Model(energy, params=jnp.asarray(1.0), name="user"))
+
+
+# ------------------------------------------------------------------- a user's model, keyed by what it computes
+#: a user's pair potential in its own module (not jaxcert's): parameters, a closed-over module-level array, a
+#: constant in the energy's code and a helper with a custom JVP rule (which runs only under differentiation)
+USER_MODULE = """
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxcert
+
+SCALE = np.asarray([1.0, 0.02])
+
+
+@jax.custom_jvp
+def soft(x):
+    return jnp.log1p(jnp.exp(x))
+
+
+@soft.defjvp
+def _soft_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return soft(x), t * jax.nn.sigmoid(x) * 1.0
+
+
+def energy(p, s):
+    pr = jaxcert.neighbors.pairs(s, cutoff=6.0)
+    r = jnp.where(pr.mask, pr.r, 6.0)
+    a = p["a"]
+    morse = jnp.exp(-2.0 * a * (r - 3.7)) - 2.0 * jnp.exp(-a * (r - 3.7))
+    fc = 0.5 * (jnp.cos(jnp.pi * jnp.clip(r / 6.0, 0.0, 1.0)) + 1.0)
+    e = p["eps"] * SCALE[0] * morse + SCALE[1] * soft(3.7 - r)
+    if s.n_atoms == 1000:  # a branch that no structure of these tests takes
+        e = e * 2.0
+    return 0.5 * jnp.sum(jnp.where(pr.mask, e * fc, 0.0))
+
+
+def callback_energy(p, s):  # a host term (as the torch and ASE bridges have), constant in the positions
+    host = jax.pure_callback(lambda x: np.asarray(0.5 * x), jax.ShapeDtypeStruct((), s.positions.dtype),
+                             jax.lax.stop_gradient(energy(p, s)), vmap_method="sequential")
+    return host + energy(p, s)
+
+
+PARAMS = {"a": jnp.asarray(1.2), "eps": jnp.asarray(0.01)}
+
+
+def model(params=PARAMS):
+    return jaxcert.Model(energy, params=params, name="user-morse", cutoff=6.0)
+"""
+
+#: one-line edits a user might make; each changes what the model computes but not its parameters' shapes
+EDITS = {
+    "code": ("(r - 3.7)) - 2.0", "(r - 3.8)) - 2.0"),  # a constant in the energy function's code
+    "global": ("SCALE = np.asarray([1.0, 0.02])", "SCALE = np.asarray([1.1, 0.02])"),  # a closed-over array
+    "jvp_rule": ("jax.nn.sigmoid(x) * 1.0", "jax.nn.sigmoid(x) * 1.5"),  # a custom JVP rule: forces only
+    "branch": ("e = e * 2.0", "e = e * 3.0"),  # code the traced shape does not run: seen by the code digest
+}
+
+
+def _user_module(folder, edit=None, name="user_model"):
+    """The user's module, as ``name`` in ``folder`` (every variant has the same module name, as an edited file does)."""
+    import importlib.util
+
+    src = USER_MODULE
+    if edit is not None:
+        old, new = EDITS[edit]
+        assert src.count(old) == 1
+        src = src.replace(old, new)
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{name}.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _naive_key(model):
+    """What a key on the parameters' structure, shapes and dtypes and the static fields would see."""
+    leaves, treedef = jax.tree_util.tree_flatten(model.params)
+    return (str(treedef), [(x.shape, str(x.dtype)) for x in leaves], model.name, model.cutoff, model.elements)
+
+
+def _energy_forces(model):
+    s = substrates.stacked("cluster", ["Ar"], dtype=jnp.float64)[0]
+    s = jax.tree_util.tree_map(lambda x: x[0], s)
+    return np.asarray(model.energy(s)), np.asarray(model.forces(s))
+
+
+def test_a_users_model_is_keyed_by_what_it_computes(tmp_path, monkeypatch):
+    from jaxcert import _model_key
+
+    base_mod = _user_module(tmp_path / "base")
+    base = base_mod.model()
+    key = _key(base)
+    assert key is not None
+    assert _key(_user_module(tmp_path / "again").model()) == key  # the same code, imported again: a hit
+    e0, f0 = _energy_forces(base)
+    changed = {"params": base_mod.model({**base_mod.PARAMS, "eps": jnp.asarray(0.011)})}
+    changed.update({edit: _user_module(tmp_path / edit, edit).model() for edit in EDITS})
+    for what, model in changed.items():
+        assert _naive_key(model) == _naive_key(base), what  # a key on shapes alone would serve a stale program
+        assert _key(model) != key, what
+        e, f = _energy_forces(model)
+        if what == "branch":  # not run at this shape: the same results here, yet another program elsewhere
+            np.testing.assert_array_equal(e, e0)
+            np.testing.assert_array_equal(f, f0)
+            continue
+        if what == "jvp_rule":  # the rule runs only under differentiation: the same energy, other forces
+            np.testing.assert_array_equal(e, e0)
+        else:
+            assert not np.array_equal(e, e0), what
+        assert not np.array_equal(f, f0), what
+    # the trace alone (without the digest of the user's code) sees every edit that runs at the traced shape
+    monkeypatch.setattr(_model_key, "_code_digest", lambda model: "")
+    _model_key._MEMO.clear()
+    traced_only = _key(base)
+    for what, model in changed.items():
+        assert (_key(model) == traced_only) == (what == "branch"), what
+    # a defect wrapper around the user's model is traced as a whole; it differs from the model it wraps
+    from jaxcert.models import defects
+
+    wrapped = _key(defects.curl(base, 0.1))
+    assert wrapped is not None and wrapped != key and wrapped != _key(defects.curl(base, 0.2))
+
+
+def test_a_model_that_calls_the_host_is_not_stored_and_still_runs(store, tmp_path):
+    mod = _user_module(tmp_path / "src")
+    model = jaxcert.Model(mod.callback_energy, params=mod.PARAMS, name="user-callback", cutoff=6.0)
+    assert _key(model) is None  # the host code a pure_callback runs is invisible to any key
+    rep = jaxcert.certify(model, "Ar", probes="betti", seed=0, dtype=jnp.float64, compile_workers=0)
+    assert rep.outcomes[0].status == ["ok"]
+    assert not list((tmp_path / "exec").rglob("*.entry"))
+
+
+USER_CHILD = r"""
+import json, sys
+import jax
+jax.config.update("jax_enable_x64", True)
+sys.path.insert(0, sys.argv[2])
+import jaxcert
+from jaxcert import cache
+import user_model
+cache.enable_compilation_cache(sys.argv[1])
+compiles = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda event, duration, **kw: compiles.append(1) if event == "/jax/core/compile/backend_compile_duration" else None)
+rep = jaxcert.certify(user_model.model(), "Ar", probes="betti,parity", seed=0, dtype="float64", compile_workers=0)
+st = cache.executable_store()
+print(json.dumps({"hits": st.hits, "misses": st.misses, "compiles": len(compiles),
+                  "defects": {o.name: [float(x) for x in o.defect] for o in rep.outcomes},
+                  "status": {o.name: o.status for o in rep.outcomes}}))
+"""
+
+
+def test_a_users_model_is_stored_and_loaded_in_a_fresh_process_with_identical_results(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "user_model.py").write_text(USER_MODULE)
+    cache_dir = tmp_path / "cache"
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    root = os.path.dirname(os.path.dirname(jaxcert.__file__))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+
+    def child() -> dict:
+        out = subprocess.run([sys.executable, "-c", USER_CHILD, str(cache_dir), str(tmp_path / "src")],
+                             capture_output=True, text=True, env=env, timeout=900, check=False)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    cold = child()
+    assert cold["hits"] == 0 and cold["misses"] == 2
+    assert len(list((cache_dir / "exec").rglob("*.entry"))) == 2  # one program per probe, stored
+    warm = child()
+    assert warm["hits"] == 2 and warm["misses"] == 0  # both probe programs loaded, neither compiled
+    assert warm["compiles"] < cold["compiles"]
+    assert warm["status"] == cold["status"] == {"betti": ["ok"], "parity": ["ok"]}
+    assert warm["defects"] == cold["defects"]  # bit-identical: the very executables the first process compiled
 
 
 def test_a_corrupt_entry_is_a_miss_and_is_recompiled(store, tmp_path):

@@ -46,7 +46,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert import batching, cache, dynamics, inputs, substrates
+from jaxcert import (
+    _model_key,  # noqa: F401 - registers the store's key for any model (cache.register_traced)
+    batching,
+    cache,
+    dynamics,
+    inputs,
+    substrates,
+)
 from jaxcert.model import Model, UnsupportedElement, is_unsupported_structure
 from jaxcert.probes.base import NOT_RUN, PROBES, STATUS_NAMES, UNSUPPORTED, ProbeSkip
 from jaxcert.report import Report
