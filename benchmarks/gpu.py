@@ -33,11 +33,11 @@ available when this was written.  On this project's 2-core CPU machine the Li…
 warm for LJ (``benchmarks/results/certify.json``) and 1,196 s cold / 717 s warm for the native SevenNet-0 in
 float32 (docs/sevennet.md), 717 s of which is evaluation (config_temperature's 1,100-step trajectory: 497 s);
 nequix-mp-1 evaluated a 64-atom cell 8–20× slower than the native SevenNet there (neighbour capacity 96 and
-256, a loaded machine; ``benchmarks/results/nequix_speed.json``) and has not been run on the full suite on CPU.  On one H200 the
-evaluations should shrink by one to two orders of magnitude, which leaves XLA:GPU compilation (14 programs per
-model, compiled on the host's 16 cores) as the likely cost of the cold runs, and launch latency of the
-sequential MD steps as that of the warm ones.  If the split turns out wrong on a GPU, adjust ``WEIGHTS`` and
-``COLD_SHARE`` from the first ``gpu.json``, or give more time with ``--budget-s``.
+256, a loaded machine; ``benchmarks/results/nequix_speed.json``) and has not been run on the full suite on
+CPU.  On one H200 the evaluations should shrink by one to two orders of magnitude, which leaves XLA:GPU
+compilation (14 programs per model, compiled on the host's 16 cores) as the likely cost of the cold runs, and
+launch latency of the sequential MD steps as that of the warm ones.  If the split turns out wrong on a GPU,
+adjust ``WEIGHTS`` and ``COLD_SHARE`` from the first ``gpu.json``, or give more time with ``--budget-s``.
 
 float32 dots on recent NVIDIA GPUs run in TensorFloat-32 by default (10-bit mantissa); the children run with
 ``JAX_DEFAULT_MATMUL_PRECISION=highest`` (full float32, as on CPU) unless ``--matmul-precision default``.
