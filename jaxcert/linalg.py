@@ -1,4 +1,4 @@
-"""Matrix decompositions that call LAPACK one matrix at a time (``docs/architecture.md`` §4.3).
+"""Matrix decompositions that call LAPACK one matrix at a time on CPU (``docs/architecture.md`` §4.3).
 
 Why: jaxlib 0.10's CPU LAPACK kernels split a *batched* decomposition (``eigh`` of a
 ``(B, m, m)`` array, which is what ``vmap`` over elements produces) into chunks on
@@ -27,6 +27,12 @@ are differentiable with a relaxation switched off need (docs/research.md).
 :func:`svdvals` (dσ_k = u_kᵀ dA v_k) and :func:`qr` (JAX's QR rule, with R⁻¹ formed in the
 loop) carry theirs the same way.  The matrices jaxcert decomposes are at most a few
 hundred wide, so the loop costs nothing measurable next to compilation.
+
+Where: on CPU only.  The deadlock is XLA:CPU's; on a GPU (or any platform but CPU) the four functions
+are the plain batched ``jnp.linalg`` calls with JAX's own derivative rules, which cuSOLVER runs batched.
+The platform is the default device's at trace time (:func:`jaxcert._device.on_cpu`, which documents
+the limit of that choice); both forms agree to round-off, derivatives included
+(tests/test_device_paths.py).
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from jax.custom_batching import sequential_vmap
+
+from jaxcert._device import on_cpu
 
 __all__ = ["eigh", "eigvalsh", "svdvals", "qr"]
 
@@ -76,12 +84,12 @@ _inv_upper_loop = _one_matrix_at_a_time(_inv_upper)
 
 
 @jax.custom_jvp
-def eigh(a: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Eigenvalues (ascending) and eigenvectors (columns) of symmetric (…, m, m); ``jnp.linalg.eigh``."""
+def _eigh_looped(a: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The CPU form of :func:`eigh`."""
     return _eigh_loop(a)
 
 
-@eigh.defjvp
+@_eigh_looped.defjvp
 def _eigh_jvp(primals: tuple[jax.Array], tangents: tuple[jax.Array]) -> tuple[Any, Any]:
     (a,), (da,) = primals, tangents
     w, v = _eigh_loop(a)
@@ -93,24 +101,24 @@ def _eigh_jvp(primals: tuple[jax.Array], tangents: tuple[jax.Array]) -> tuple[An
 
 
 @jax.custom_jvp
-def eigvalsh(a: jax.Array) -> jax.Array:
-    """Eigenvalues (ascending) of symmetric (…, m, m); ``jnp.linalg.eigvalsh``."""
+def _eigvalsh_looped(a: jax.Array) -> jax.Array:
+    """The CPU form of :func:`eigvalsh`."""
     return _eigvalsh_loop(a)
 
 
-@eigvalsh.defjvp
+@_eigvalsh_looped.defjvp
 def _eigvalsh_jvp(primals: tuple[jax.Array], tangents: tuple[jax.Array]) -> tuple[Any, Any]:
     _, (dw, _) = _eigh_jvp(primals, tangents)  # dλ_k = v_kᵀ dA v_k; the vectors only for the tangent
     return _eigvalsh_loop(primals[0]), dw
 
 
 @jax.custom_jvp
-def svdvals(a: jax.Array) -> jax.Array:
-    """Singular values (descending) of (…, m, n); ``jnp.linalg.svd(a, compute_uv=False)``."""
+def _svdvals_looped(a: jax.Array) -> jax.Array:
+    """The CPU form of :func:`svdvals`."""
     return _svdvals_loop(a)
 
 
-@svdvals.defjvp
+@_svdvals_looped.defjvp
 def _svdvals_jvp(primals: tuple[jax.Array], tangents: tuple[jax.Array]) -> tuple[Any, Any]:
     (a,), (da,) = primals, tangents
     u, _, vh = _svd_loop(a)
@@ -119,12 +127,12 @@ def _svdvals_jvp(primals: tuple[jax.Array], tangents: tuple[jax.Array]) -> tuple
 
 
 @jax.custom_jvp
-def qr(a: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Reduced QR of (…, m, n) with m ≥ n; ``jnp.linalg.qr``."""
+def _qr_looped(a: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The CPU form of :func:`qr`."""
     return _qr_loop(a)
 
 
-@qr.defjvp
+@_qr_looped.defjvp
 def _qr_jvp(primals: tuple[jax.Array], tangents: tuple[jax.Array]) -> tuple[Any, Any]:
     (a,), (da,) = primals, tangents
     q, r = _qr_loop(a)
@@ -135,3 +143,24 @@ def _qr_jvp(primals: tuple[jax.Array], tangents: tuple[jax.Array]) -> tuple[Any,
     dq = q @ (do - qt_dx_rinv) + dx_rinv
     dr = (qt_dx_rinv - do) @ r
     return (q, r), (dq, dr)
+
+
+# ------------------------------------------------------------------------------ the public functions
+def eigh(a: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Eigenvalues (ascending) and eigenvectors (columns) of symmetric (…, m, m); ``jnp.linalg.eigh``."""
+    return _eigh_looped(a) if on_cpu() else tuple(jnp.linalg.eigh(a))
+
+
+def eigvalsh(a: jax.Array) -> jax.Array:
+    """Eigenvalues (ascending) of symmetric (…, m, m); ``jnp.linalg.eigvalsh``."""
+    return _eigvalsh_looped(a) if on_cpu() else jnp.linalg.eigvalsh(a)
+
+
+def svdvals(a: jax.Array) -> jax.Array:
+    """Singular values (descending) of (…, m, n); ``jnp.linalg.svd(a, compute_uv=False)``."""
+    return _svdvals_looped(a) if on_cpu() else jnp.linalg.svd(a, compute_uv=False)
+
+
+def qr(a: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Reduced QR of (…, m, n) with m ≥ n; ``jnp.linalg.qr``."""
+    return _qr_looped(a) if on_cpu() else tuple(jnp.linalg.qr(a))

@@ -67,6 +67,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcert._device import on_cpu
 from jaxcert.cache import register_storable
 from jaxcert.geometry import det3, inv3, is_concrete, plane_spacings
 from jaxcert.structure import Structure, StructureError
@@ -387,13 +388,19 @@ def _candidates(s: Structure, spec: CellListSpec, iota: jax.Array):
 
 
 def _rows_times(x: jax.Array, m: jax.Array) -> jax.Array:
-    """``x @ m`` for (n, 3) × (3, 3), written out elementwise (XLA's CPU dot is slow on this shape)."""
+    """``x @ m`` for (n, 3) × (3, 3): on CPU written out elementwise (XLA's CPU dot is slow on this shape).
+
+    Elsewhere a dot at full precision: float32 dots on recent NVIDIA GPUs otherwise run in TensorFloat-32
+    (10-bit mantissa), too coarse for the fractional coordinates and Verlet-skin test this feeds.
+    """
+    if not on_cpu():
+        return jnp.matmul(x, m, precision=jax.lax.Precision.HIGHEST)
     return jnp.stack([x[:, 0] * m[0, c] + x[:, 1] * m[1, c] + x[:, 2] * m[2, c] for c in range(3)], axis=-1)
 
 
 def _take(x: jax.Array, idx: jax.Array) -> jax.Array:
-    """``x[idx]`` along axis 0 for in-range indices (``mode="clip"``: ~10× faster on CPU than ``x[idx]``)."""
-    return jnp.take(x, idx, axis=0, mode="clip")
+    """``x[idx]`` along axis 0 for in-range indices (on CPU ``mode="clip"``: ~10× faster there than ``x[idx]``)."""
+    return jnp.take(x, idx, axis=0, mode="clip") if on_cpu() else x[idx]
 
 
 def _min_image(s: Structure, j: jax.Array) -> jax.Array:
@@ -406,7 +413,10 @@ def _min_image_components(s: Structure, j: jax.Array) -> list[jax.Array]:
     The wrap is taken from the fractional coordinates held constant.  Computed one Cartesian component at a
     time and stacked last: XLA's CPU code on (n, m, 3) arrays with a minor axis of 3 (gathers of rows,
     (n·m, 3) × (3, 3) products) was 8× slower than on three (n, m) arrays (8,000 atoms, 24 slots).
+    Elsewhere (:func:`jaxcert._device.on_cpu` False) the rows are gathered and the wrap is one product.
     """
+    if not on_cpu():
+        return _min_image_rows(s, j)
     R = s.positions
     comp = [_take(R[:, c], j) - R[:, c][:, None] for c in range(3)]
     if s.periodic:
@@ -419,6 +429,19 @@ def _min_image_components(s: Structure, j: jax.Array) -> list[jax.Array]:
                 if wrap[a] is not None:
                     comp[c] = comp[c] - wrap[a] * h[a, c]
     return comp
+
+
+def _min_image_rows(s: Structure, j: jax.Array) -> list[jax.Array]:
+    """:func:`_min_image_components` in the natural form: (n, m, 3) row gathers and one (…, 3) × (3, 3) product."""
+    R = s.positions
+    d = R[j] - R[:, None, :]
+    if s.periodic:
+        h = s.cell
+        f = jax.lax.stop_gradient(_rows_times(R, inv3(h)))
+        periodic = jnp.asarray(s.pbc)
+        wrap = jax.lax.stop_gradient(jnp.where(periodic, jnp.round(f[j] - f[:, None, :]), 0.0))
+        d = d - jnp.matmul(wrap, jnp.where(periodic[:, None], h, 0.0), precision=jax.lax.Precision.HIGHEST)
+    return [d[..., 0], d[..., 1], d[..., 2]]
 
 
 def _compact(keep: jax.Array, capacity: int, iota: jax.Array) -> jax.Array:

@@ -1,0 +1,42 @@
+"""Which platform jaxcert's programs are traced for: the switch for its CPU-only workarounds.
+
+A few code paths exist only because of XLA:CPU: :mod:`jaxcert.linalg` calls LAPACK one matrix at a
+time (jaxlib 0.10's batched CPU kernels can deadlock XLA's intra-op pool), and
+:mod:`jaxcert.neighbors` gathers single columns with ``mode="clip"`` and writes (n, 3) × (3, 3)
+products out elementwise (XLA's CPU code is several times slower on the natural forms).  On any
+other platform the plain forms are used: batched ``jnp.linalg`` with JAX's own derivative rules,
+``x[idx]`` row gathers and ``@`` (docs/architecture.md §4.3 "On a GPU").
+
+The choice is made in Python while tracing, from :func:`platform`: the platform of
+``jax.config.jax_default_device`` when one is set (``with jax.default_device(d):``), else
+``jax.default_backend()`` (the first platform JAX found: ``gpu`` where jax[cuda12] sees a GPU).
+Both are part of JAX's trace context, so a function jitted under one default and called under the
+other is traced again.  The limit: the choice follows the *default* device, not where a program
+finally runs.  A program traced for one platform and run on another (``jax.jit(f).trace(...)
+.lower(lowering_platforms=("cuda",))`` from a CPU default, or a function called on arrays committed
+to a non-default device) keeps the branch of the default platform.  Both branches compute the same
+function (tests/test_device_paths.py compares them, derivatives included), so such a program is
+still correct; it is only slower on a GPU (looped LAPACK), or on a CPU exposed to the batched-LAPACK
+deadlock of jaxlib 0.10.  To trace for another device, make it the default device while tracing.
+``jax.lax.platform_dependent`` would choose at lowering time instead, but it stages every branch
+into a ``cond`` and changes the CPU programs; jaxcert keeps its CPU programs as they were.
+"""
+
+from __future__ import annotations
+
+import jax
+
+__all__ = ["platform", "on_cpu"]
+
+
+def platform() -> str:
+    """``"cpu"``, ``"gpu"``, ``"tpu"``, …: the platform of the default device at trace time."""
+    dev = jax.config.jax_default_device
+    if dev is None:
+        return jax.default_backend()
+    return dev if isinstance(dev, str) else dev.platform
+
+
+def on_cpu() -> bool:
+    """True when programs traced now are for XLA:CPU (the CPU-only workarounds apply)."""
+    return platform() == "cpu"
