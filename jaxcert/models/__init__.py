@@ -18,9 +18,13 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "sw": ("jaxcert.models.stillinger_weber:stillinger_weber", "Stillinger-Weber Si (PRB 31, 5262 (1985))"),
     "tersoff": ("jaxcert.models.tersoff:tersoff", "Tersoff Si, C and Si-C (PRB 38, 9902; PRB 39, 5566), chi = 0.9776"),
     "eam": ("jaxcert.models.eam:sutton_chen", "Sutton-Chen EAM, 10 fcc metals + alloys (PML 61, 139 (1990))"),
-    "sevennet": ("jaxcert.models.sevennet:sevennet",
-                 "SevenNet-0 / -MF-0 / -l3i5 natively in JAX (e3nn-jax; weights converted, docs/sevennet.md)"),
+    "jax-sevennet": ("jaxcert.models.sevennet:sevennet",
+                     "SevenNet-0 / -MF-0 / -l3i5 natively in JAX (e3nn-jax; weights converted, docs/sevennet.md)"),
 }
+
+# old registry names -> the name they now resolve to; get() accepts them with a DeprecationWarning ("sevennet":
+# the native model, which the command line's bridged "sevennet:..." made ambiguous; docs/sevennet.md)
+_ALIASES: dict[str, str] = {"sevennet": "jax-sevennet"}
 
 
 # CLI spec heads, ``head:ARG[:ARG...][@OPTION,...]`` -> ("module:parser", one-line description); the parser
@@ -41,6 +45,13 @@ def register(name: str, target: str | Callable[..., Model], description: str = "
 
 
 def _factory(name: str) -> Callable[..., Model]:
+    if name in _ALIASES and name not in _REGISTRY:
+        import warnings
+
+        new = _ALIASES[name]
+        warnings.warn(f"jaxcert.models.get({name!r}) is the native JAX model; spell it {new!r} (the torch bridge "
+                      f"is jaxcert_bridges.sevennet)", DeprecationWarning, stacklevel=3)
+        name = new
     if name not in _REGISTRY:
         raise KeyError(f"unknown model {name!r}; available: {', '.join(sorted(_REGISTRY))}")
     target = _REGISTRY[name][0]
@@ -51,7 +62,9 @@ def _factory(name: str) -> Callable[..., Model]:
 
 
 def get(name: str, **kw) -> Model:
-    """Build a registered analytic model, e.g. ``get("lj")``, ``get("emt")``, ``get("morse", element="Cu")``."""
+    """Build a registered model, e.g. ``get("lj")``, ``get("emt")``, ``get("morse", element="Cu")``,
+    ``get("jax-sevennet", checkpoint="7net-0")`` (the old name ``"sevennet"`` still works, with a
+    DeprecationWarning)."""
     return _factory(name)(**kw)
 
 
