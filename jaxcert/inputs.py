@@ -105,12 +105,18 @@ def seed(name: str, value: Any) -> int:
     return integer(name, value, minimum=0, maximum=2**31 - 1)
 
 
-def _items(value: Any) -> list[Any]:
+def list_items(value: Any) -> list[Any]:
+    """The items of a comma-separated string or a sequence (a TOML list), stripped, blank ones dropped; a scalar
+    is one item.  The splitter under :func:`number_list` and :func:`integer_list`; names go through
+    :func:`name_list`, which refuses blanks instead of dropping them."""
     if isinstance(value, str):
         return [v.strip() for v in value.split(",") if v.strip()]
     if isinstance(value, Iterable):
         return [v.strip() if isinstance(v, str) else v for v in value if not (isinstance(v, str) and not v.strip())]
     return [value]
+
+
+_items = list_items
 
 
 def number_list(name: str, value: Any, *, positive_only: bool = True, unit: str = "") -> list[float]:

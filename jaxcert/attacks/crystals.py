@@ -50,7 +50,7 @@ import numpy as np
 
 from jaxcert.attacks._mp2d import CRYSTALS, Crystal
 from jaxcert.attacks.sei import SEI
-from jaxcert.inputs import InputError
+from jaxcert.inputs import InputError, list_items
 
 __all__ = ["Crystal", "CRYSTALS", "SETS", "SUPERCELL_REPEATS", "ELEMENT_MIN_LENGTH", "build", "element_cell",
            "names", "repeats_for_length", "resolve", "supercell", "table", "MAX_SUPERCELL_ATOMS",
@@ -89,16 +89,14 @@ def names(set: str = "mp2d") -> list[str]:
     return list(_set(set))
 
 
-def resolve(spec: str) -> list[str]:
-    """Labels from a comma-separated spec of set names (``mp2d``, ``sei``, ``all``) and crystal labels.
+def resolve(spec: str | Sequence[str]) -> list[str]:
+    """Labels from set names (``mp2d``, ``sei``, ``all``) and crystal labels, comma-separated or a sequence.
 
     Unknown items are returned unchanged (the CLI treats them as element symbols or files); duplicates are dropped,
     first occurrence kept.
     """
     out: list[str] = []
-    for item in (x.strip() for x in spec.split(",")):
-        if not item:
-            continue
+    for item in map(str, list_items(spec)):
         out.extend(names(item) if item in (*SETS, "all") else [item])
     return list(dict.fromkeys(out))
 

@@ -25,11 +25,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 
 from jaxcert.cache import enable_compilation_cache
 from jaxcert.cli import attack, certify, compare, controls, investigate, misc
 from jaxcert.cli._common import load_model
 from jaxcert.inputs import InputError
+from jaxcert.specs import SpellingWarning
 
 __all__ = ["main", "build_parser", "load_model", "EXIT_OK", "EXIT_GATE_FAILED", "EXIT_USAGE", "EXIT_INTERNAL"]
 
@@ -61,6 +63,21 @@ def _save_traceback(exc: BaseException) -> str | None:
         return None
 
 
+def _one_line_spelling_warnings() -> None:
+    """Inside ``warnings.catch_warnings()``: an old spelling (:class:`jaxcert.specs.SpellingWarning`) is printed
+    once per message as one ``jaxcert: warning:`` line on stderr; every other warning as Python shows it."""
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, SpellingWarning):
+            print(f"jaxcert: warning: {message}", file=sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    warnings.simplefilter("once", SpellingWarning)
+    warnings.showwarning = show
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; returns the exit code (``docs/cli.md``): 0 every gate passed, 1 a gate failed,
     2 a usage or input error (one line naming the argument), 3 an internal error (one line and the path of
@@ -75,7 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jaxcert: warning: cache disabled ({err}); set JAXCERT_CACHE_DIR to a folder you own, or off",
               file=sys.stderr)
     try:
-        code = args.fn(args)
+        with warnings.catch_warnings():
+            _one_line_spelling_warnings()
+            code = args.fn(args)
     except InputError as err:
         print(f"jaxcert: error: {err}", file=sys.stderr)
         return EXIT_USAGE

@@ -6,6 +6,7 @@ import argparse
 
 from jaxcert import inputs, models, substrates
 from jaxcert.models import defects
+from jaxcert.specs import BRIDGED
 
 __all__ = ["cmd_models", "cmd_substrates", "register"]
 
@@ -13,10 +14,11 @@ __all__ = ["cmd_models", "cmd_substrates", "register"]
 def cmd_models(a: argparse.Namespace) -> int:
 
     for name, desc in models.describe().items():
-        print(f"{name:<10} {desc}")
+        print(f"{name:<13} {desc}")
     print("\nmodel specs (--model HEAD:ARGS[@OPTIONS]):")
     for head, desc in models.describe_specs().items():
         print(f"{head:<13} {desc}")
+    print(f"\nbridged models (jaxcert-bridges): {', '.join(BRIDGED)} (e.g. torch-sevennet:7net-0, chgnet@float64)")
     try:
 
         print("\ndefects (--defect name=strength):", ", ".join(sorted(defects.DEFECTS)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from jaxcert.inputs import InputError
+from jaxcert.inputs import InputError, list_items
 from jaxcert.model import Model
 
 __all__ = ["get", "available", "register", "describe", "from_spec", "spec_heads", "describe_specs"]
@@ -18,9 +18,13 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "sw": ("jaxcert.models.stillinger_weber:stillinger_weber", "Stillinger-Weber Si (PRB 31, 5262 (1985))"),
     "tersoff": ("jaxcert.models.tersoff:tersoff", "Tersoff Si, C and Si-C (PRB 38, 9902; PRB 39, 5566), chi = 0.9776"),
     "eam": ("jaxcert.models.eam:sutton_chen", "Sutton-Chen EAM, 10 fcc metals + alloys (PML 61, 139 (1990))"),
-    "sevennet": ("jaxcert.models.sevennet:sevennet",
-                 "SevenNet-0 / -MF-0 / -l3i5 natively in JAX (e3nn-jax; weights converted, docs/sevennet.md)"),
+    "jax-sevennet": ("jaxcert.models.sevennet:sevennet",
+                     "SevenNet-0 / -MF-0 / -l3i5 natively in JAX (e3nn-jax; weights converted, docs/sevennet.md)"),
 }
+
+# old registry names -> the name they now resolve to; get() accepts them with a DeprecationWarning ("sevennet":
+# the native model, which the command line's bridged "sevennet:..." made ambiguous; docs/sevennet.md)
+_ALIASES: dict[str, str] = {"sevennet": "jax-sevennet"}
 
 
 # CLI spec heads, ``head:ARG[:ARG...][@OPTION,...]`` -> ("module:parser", one-line description); the parser
@@ -41,6 +45,13 @@ def register(name: str, target: str | Callable[..., Model], description: str = "
 
 
 def _factory(name: str) -> Callable[..., Model]:
+    if name in _ALIASES and name not in _REGISTRY:
+        import warnings
+
+        new = _ALIASES[name]
+        warnings.warn(f"jaxcert.models.get({name!r}) is the native JAX model; spell it {new!r} (the torch bridge "
+                      f"is jaxcert_bridges.sevennet)", DeprecationWarning, stacklevel=3)
+        name = new
     if name not in _REGISTRY:
         raise KeyError(f"unknown model {name!r}; available: {', '.join(sorted(_REGISTRY))}")
     target = _REGISTRY[name][0]
@@ -51,7 +62,9 @@ def _factory(name: str) -> Callable[..., Model]:
 
 
 def get(name: str, **kw) -> Model:
-    """Build a registered analytic model, e.g. ``get("lj")``, ``get("emt")``, ``get("morse", element="Cu")``."""
+    """Build a registered model, e.g. ``get("lj")``, ``get("emt")``, ``get("morse", element="Cu")``,
+    ``get("jax-sevennet", checkpoint="7net-0")`` (the old name ``"sevennet"`` still works, with a
+    DeprecationWarning)."""
     return _factory(name)(**kw)
 
 
@@ -87,7 +100,7 @@ def from_spec(spec: str) -> Model:
     if head not in _SPECS:
         raise KeyError(f"unknown model spec head {head!r}; spec heads: {', '.join(spec_heads())}")
     mod, attr = _SPECS[head][0].split(":")
-    options = [o.strip() for o in opts.split(",") if o.strip()] if opts else []
+    options = [str(o) for o in list_items(opts)] if opts else []
     if "@" in spec and not options:
         raise InputError(f"empty option list after '@' in {spec!r}")
     return getattr(importlib.import_module(mod), attr)(args, options)

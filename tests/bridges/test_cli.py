@@ -30,7 +30,7 @@ def test_lambda_on_a_bridged_model(tmp_path):
 
 
 @pytest.mark.parametrize("spec, name", [("chgnet", "chgnet-0.3.0"), ("chgnet@float64,fd", "chgnet-0.3.0"),
-                                        ("sevennet:7net-mf-0:PBE", "sevennet-7net-mf-0-PBE")])
+                                        ("torch-sevennet:7net-mf-0:PBE", "sevennet-7net-mf-0-PBE")])
 def test_specs_resolve(spec, name):
     pytest.importorskip("chgnet")
     pytest.importorskip("sevenn")

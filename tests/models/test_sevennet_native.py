@@ -34,14 +34,14 @@ def test_missing_converter_names_what_to_install(tmp_path, monkeypatch):
     real = SN.importlib.util.find_spec
     monkeypatch.setattr(SN.importlib.util, "find_spec", lambda m: None if m in ("sevenn", "torch") else real(m))
     with pytest.raises(SN.SevenNetUnavailable, match=r"pip install .*sevennet"):
-        jaxcert.models.get("sevennet", checkpoint="7net-0")
+        jaxcert.models.get("jax-sevennet", checkpoint="7net-0")
 
 
 @pytest.fixture(scope="module")
 def model():
     pytest.importorskip("e3nn_jax", reason="the native SevenNet needs e3nn-jax (pip install 'jaxcert[e3nn]')")
     try:
-        return jaxcert.models.get("sevennet", checkpoint="7net-0")
+        return jaxcert.models.get("jax-sevennet", checkpoint="7net-0")
     except SN.SevenNetUnavailable as err:
         pytest.skip(f"SevenNet weights unavailable: {err}")
 
