@@ -52,14 +52,14 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxcert import linalg, neighbors
+from jaxcert import batching, linalg, neighbors
 from jaxcert.geometry import det3, inv3, is_concrete
 from jaxcert.model import Model, strain
 from jaxcert.neighbors import with_images
 from jaxcert.structure import Structure
 
 __all__ = ["RelaxResult", "CellRelaxResult", "Fire", "FireState", "bfgs", "fire", "fire_optimizer", "lbfgs",
-           "relax_cell", "BFGS_MAX_ATOMS"]
+           "relax_cell", "relax_batch", "with_fixed_atoms", "RELAXERS", "BFGS_MAX_ATOMS"]
 
 #: Atom slots above which :func:`bfgs` runs :func:`lbfgs` instead: the dense Hessian is 9N² numbers (75 MB in
 #: float64 at 1,024 atoms, 4.8 GB at 8,192) and each step diagonalises it (O(N³)).
@@ -513,3 +513,48 @@ def relax_cell(
     st, _ = geometry(y[:n], y[n:])
     return CellRelaxResult(st, fm, sm, sigma, k, ok)
 
+
+def with_fixed_atoms(model: Model, movable: jax.Array) -> Model:
+    """``model`` with its forces zeroed on atoms where ``movable`` (N,) is 0: relaxing it keeps those atoms fixed
+    (e.g. a slab's bottom layers).  Energy-only calls see the model unchanged; no stress output."""
+
+    def forces_fn(params: dict, s: Structure) -> jax.Array:
+        return model.forces_of(params["inner"], s) * params["movable"][:, None].astype(s.positions.dtype)
+
+    return Model(energy_fn=lambda p, s: model.energy_fn(p["inner"], s), forces_fn=forces_fn,
+                 params={"inner": model.params, "movable": movable}, name=model.name, cutoff=model.cutoff,
+                 elements=model.elements, stress_available=False)
+
+
+#: The relaxations of :func:`relax_batch`, by name (each ``f(model, s, fmax=, max_steps=, **options)``).
+RELAXERS = {"fire": fire, "lbfgs": lbfgs, "bfgs": bfgs, "cell": relax_cell}
+
+
+def relax_batch(model: Model, batch: Structure, *, fmax: Any, max_steps: Any, optimizer: str = "fire",
+                movable: Any = None, max_batch: int | None = None, **options: Any) -> RelaxResult | CellRelaxResult:
+    """Relax every structure of a stacked batch in one vmapped program: the one batched driver of jaxcert
+    (the attack pipeline, the detective's committee and the controls' cell relaxations all call it).
+
+    Args:
+      model: the potential.
+      batch: a stacked :class:`Structure` (leading batch axis).
+      fmax, max_steps: the relaxer's convergence threshold (eV/Å) and step cap; may be traced (except
+        ``max_steps`` for ``"lbfgs"``, whose history length it sets).
+      optimizer: a key of :data:`RELAXERS`: ``"fire"``, ``"lbfgs"``, ``"bfgs"`` (fixed cell) or ``"cell"``
+        (:func:`relax_cell`, positions and cell).
+      movable: optional (B, N) 0/1 per structure and atom: atoms at 0 are held fixed (:func:`with_fixed_atoms`).
+      max_batch: chunk the batch to at most this many structures at once (:func:`jaxcert.batching.vmap`;
+        ``None`` = one plain ``jax.vmap``).
+      options: further keywords of the relaxer (e.g. ``smax`` of :func:`relax_cell`).
+
+    Returns:
+      The relaxer's result (:class:`RelaxResult` or :class:`CellRelaxResult`) with the batch axis leading.
+      Pure and jittable; on the host, wrap it in :func:`jaxcert.neighbors.rerun_on_overflow` to answer an
+      overflowed neighbour list (as :func:`jaxcert.attacks.pipeline.relax_batch` does).
+    """
+    relaxer = RELAXERS[optimizer]
+    if movable is None:
+        return batching.vmap(lambda s: relaxer(model, s, fmax=fmax, max_steps=max_steps, **options),
+                             max_batch)(batch)
+    return batching.vmap(lambda mov, s: relaxer(with_fixed_atoms(model, mov), s, fmax=fmax, max_steps=max_steps,
+                                                **options), max_batch)(movable, batch)

@@ -53,6 +53,7 @@ from jaxcert.attacks.attacks import SIGN_START, sign_attack
 from jaxcert.attacks.attacks import run as _run_attack
 from jaxcert.model import Model
 from jaxcert.relax import RelaxResult, bfgs, fire, lbfgs
+from jaxcert.relax import relax_batch as _relax_all
 from jaxcert.structure import Structure, stack
 
 #: The relaxers of the pipeline, by ``PipelineConfig.optimizer`` name (each ``f(model, s, fmax=, max_steps=)``).
@@ -338,7 +339,8 @@ def _one_run(model, s, spec, eps, seed, cfg):
 
 @partial(jax.jit, static_argnames=("cfg",))
 def _relax_batch(model, s, cfg):
-    ref = batching.vmap(lambda x: _relax(model, x, cfg), model.max_batch)(s)
+    ref = _relax_all(model, s, optimizer=cfg.optimizer, fmax=cfg.fmax, max_steps=cfg.max_steps,
+                     max_batch=model.max_batch)
     return ref, batching.vmap(lambda x: _stage(model, x), model.max_batch)(ref.structure)
 
 
