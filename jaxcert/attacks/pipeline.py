@@ -49,7 +49,7 @@ import numpy as np
 
 from jaxcert import batching, inputs, neighbors
 from jaxcert.attacks import losses as _losses
-from jaxcert.attacks.attacks import SIGN_START, sign_attack
+from jaxcert.attacks.attacks import SIGN_START, is_projected, sign_attack, step_ratio
 from jaxcert.attacks.attacks import run as _run_attack
 from jaxcert.model import Model
 from jaxcert.relax import RelaxResult, bfgs, fire, lbfgs
@@ -120,12 +120,8 @@ class AttackSpec:
 
     @property
     def alpha(self) -> float:
-        """α/ε (with the R+FGSM start: (1 − β)/n)."""
-        if self.name == "fgsm":
-            return 1.0 - self.sign_start
-        if self.name == "ifgsm":
-            return (1.0 - self.sign_start) / self.n_steps
-        return 0.1 if self.alpha_ratio is None else float(self.alpha_ratio)
+        """α/ε (with the R+FGSM start: (1 − β)/n): :func:`jaxcert.attacks.attacks.step_ratio`."""
+        return step_ratio(self.name, self.n_steps, self.sign_start, self.alpha_ratio)
 
     @property
     def label(self) -> str:
@@ -264,7 +260,7 @@ def _spec_arrays(attacks: Sequence[AttackSpec]):
     n = np.array([a.n_steps for a in attacks], np.int32)
     ratio = np.array([a.alpha for a in attacks])
     rs = np.array([a.name == "pgd" for a in attacks])
-    proj = np.array([a.name != "fgsm" or a.sign_start > 0 for a in attacks])
+    proj = np.array([is_projected(a.name, a.sign_start) for a in attacks])
     sign = np.array([a.sign_start for a in attacks])
     return n, ratio, rs, proj, sign
 
