@@ -29,7 +29,9 @@ differentiated only for the energy-vs-force and energy-vs-stress comparisons.
 The finite-difference engine uses central differences of order 2 or 4 with the
 dtype-aware step of docs/probes.md §1.5: ``fd_step = max(1e-3, (10 ε_mach)^{1/(o+a)})``
 (exactly 1e-3 Å in float64).  A directional derivative along v takes a physical
-step of exactly ``step`` Å along v/‖v‖ and rescales by ‖v‖.
+step of exactly ``step`` Å along v/‖v‖ and rescales by ‖v‖.  Its ``bond_scan`` takes
+``on_grid=True`` for the reference recipe of the conservativeness probe: the 5-point
+stencil on the energies of the (uniform) scan grid itself, one evaluation per point.
 """
 
 from __future__ import annotations
@@ -98,12 +100,12 @@ def _jitted(method):
     Eager op-by-op execution compiles every primitive separately (slow on CPU);
     one compiled program per (engine, model, shapes) is reused across calls.
     """
-    static = tuple(a for a in ("n_samples",) if a in inspect.signature(method).parameters)
+    static = tuple(a for a in ("n_samples", "on_grid") if a in inspect.signature(method).parameters)
     compiled = jax.jit(method, static_argnums=(0,), static_argnames=static)
 
     @functools.wraps(method)
     def wrapper(self, model: Model, s: Structure, *args: Any, **kw: Any):
-        if static and len(args) >= 2:  # n_samples given positionally: pass by name (static)
+        if "n_samples" in static and len(args) >= 2:  # n_samples given positionally: pass by name (static)
             args, kw = args[:1], {**kw, "n_samples": args[1]}
         return compiled(self, model, model.prepare(s), *args, **kw)
 
@@ -350,10 +352,19 @@ class FiniteDifference:
         return cols / jnp.abs(det3(s.cell))
 
     @_jitted
-    def bond_scan(self, model: Model, s: Structure, i: int, j: int, offsets: jax.Array):
-        """As :meth:`Exact.bond_scan`, with −dE/ds from a central difference of E (step ``h``)."""
+    def bond_scan(self, model: Model, s: Structure, i: int, j: int, offsets: jax.Array, *, on_grid: bool = False):
+        """As :meth:`Exact.bond_scan`, with −dE/ds from a central difference of E.
+
+        By default a stencil of ``order`` points and step ``h`` around each offset.  With ``on_grid`` (static)
+        the reference recipe of the conservativeness probe (docs/probes.md §4.6): ``offsets`` is a uniform grid
+        of at least 5 points, E and F_j·û are evaluated once per point (chunked by ``model.max_batch``) and
+        −dE/ds is the 4th-order 5-point stencil on the grid's own energies (step = the grid spacing, whatever
+        ``order``), NaN at the two points at each end.
+        """
         s = model.prepare(s)
         u = _unit(s, i, j)
+        if on_grid:
+            return _bond_scan_on_grid(model, s, j, u, jnp.asarray(offsets, s.positions.dtype))
         h = self.h(s)
         e = lambda off: model.energy_of(model.params, s.replace(positions=s.positions.at[j].add(off * u)))  # noqa: E731
 
@@ -364,6 +375,21 @@ class FiniteDifference:
             return E, -dE, F[j] @ u
 
         return jax.lax.map(one, jnp.asarray(offsets, s.positions.dtype))
+
+
+def _bond_scan_on_grid(model: Model, s: Structure, j: Any, u: jax.Array, grid: jax.Array):
+    """(E, −dE/ds, F_j·û) on a uniform grid, −dE/ds by the 5-point stencil on the grid (NaN at the ends)."""
+    h = grid[1] - grid[0]
+
+    def one(off):
+        st = s.replace(positions=s.positions.at[j].add(off * u))
+        E, F = model.energy_of(model.params, st), model.forces_of(model.params, st)
+        return E, F[j] @ u
+
+    E, p = batching.vmap(one, model.max_batch)(grid)
+    g_in = -(E[:-4] - 8 * E[1:-3] + 8 * E[3:-1] - E[4:]) / (12 * h)
+    nan2 = jnp.full((2,), jnp.nan, grid.dtype)
+    return E, jnp.concatenate([nan2, g_in, nan2]), p
 
 
 EXACT = Exact()

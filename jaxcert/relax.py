@@ -11,7 +11,8 @@ own honest ``converged`` flag and step count):
   substrates (39 DOF) the eigen-decomposition is negligible.
 * :func:`fire` — FIRE (Bitzek et al., PRL 97, 170201 (2006)) with ASE's
   defaults (dt 0.1, dtmax 1.0, Nmin 5, finc 1.1, fdec 0.5, α 0.1, fα 0.99,
-  maxstep 0.2 Å); O(N) memory, for larger cells and the attack pipeline.
+  maxstep 0.2 Å); O(N) memory, for larger cells and the attack pipeline.  The step itself is
+  :func:`fire_optimizer`, an ``(init, step)`` pair over a coordinate pytree, shared with :func:`relax_cell`.
 * :func:`lbfgs` — ASE's ``LBFGS`` without line search (memory 100, initial
   inverse Hessian 1/α with α = 70 eV/Å², damping 1, longest atomic step capped
   at 0.2 Å): O(memory·N) memory, for large N where BFGS's dense 3N × 3N Hessian
@@ -41,20 +42,24 @@ cell force); see its docstring.
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from jaxcert import linalg, neighbors
+from jaxcert import batching, linalg, neighbors
 from jaxcert.geometry import det3, inv3, is_concrete
 from jaxcert.model import Model, strain
 from jaxcert.neighbors import with_images
 from jaxcert.structure import Structure
 
-__all__ = ["RelaxResult", "CellRelaxResult", "bfgs", "fire", "lbfgs", "relax_cell", "BFGS_MAX_ATOMS"]
+__all__ = ["RelaxResult", "CellRelaxResult", "Fire", "FireState", "bfgs", "fire", "fire_optimizer", "lbfgs",
+           "relax_cell", "relax_batch", "with_fixed_atoms", "RELAXERS", "BFGS_MAX_ATOMS"]
 
 #: Atom slots above which :func:`bfgs` runs :func:`lbfgs` instead: the dense Hessian is 9N² numbers (75 MB in
 #: float64 at 1,024 atoms, 4.8 GB at 8,192) and each step diagonalises it (O(N³)).
@@ -166,42 +171,95 @@ def fire(
                                                       f_inc, f_dec, a_start, f_a))
 
 
-def _fire(model: Model, s: Structure, fmax, max_steps, dt_start, dt_max, maxstep, n_min, f_inc, f_dec, a_start,
-          f_a) -> RelaxResult:
-    forces = _forces_fn(model, s)
+class FireState(NamedTuple):
+    """FIRE's state beside the coordinates (a pytree; may carry batch axes).
 
-    def cond(c):
-        R, v, F, dt, a, n_pos, k, _ = c
-        return (_fmax(F) >= fmax) & (k < max_steps)
+    Attributes:
+      velocity: v, the same pytree as the coordinates (ASE time units, unit masses).
+      dt: the current time step.
+      a: the current mixing parameter α.
+      n_pos: steps since P = F·v last turned non-positive.
+    """
 
-    def body(c):
-        R, v, F, dt, a, n_pos, k, nbrs = c
-        vf = jnp.sum(F * v)
-        fnorm = jnp.sqrt(jnp.sum(F * F))
-        vnorm = jnp.sqrt(jnp.sum(v * v))
-        first = k == 0  # ASE: no mixing and no dt/α update on the first step (velocities start at 0)
+    velocity: Any
+    dt: jax.Array
+    a: jax.Array
+    n_pos: jax.Array
+
+
+class Fire(NamedTuple):
+    """An ``(init, step)`` pair of pure functions (as jax-md's minimisers and optax's transformations are).
+
+    ``init(x) -> FireState``: zero velocity, ``dt_start``, ``a_start``.
+    ``step(x, f, state, first) -> (x_new, state_new)``: one FIRE step of the coordinates ``x`` (any pytree of
+    arrays) under the forces ``f`` (the same pytree); ``first`` (bool, may be traced) is ASE's first step, which
+    takes no mixing and no dt/α update (velocities start at zero).
+    """
+
+    init: Callable[[Any], FireState]
+    step: Callable[[Any, Any, FireState, Any], tuple[Any, FireState]]
+
+
+def _tree_sum(tree: Any) -> jax.Array:
+    """Σ over every element of every leaf (for one leaf exactly ``jnp.sum(leaf)``)."""
+    return functools.reduce(operator.add, [jnp.sum(x) for x in jax.tree.leaves(tree)])
+
+
+def fire_optimizer(dt_start: Any = 0.1, dt_max: Any = 1.0, maxstep: Any = 0.2, n_min: Any = 5, f_inc: Any = 1.1,
+                   f_dec: Any = 0.5, a_start: Any = 0.1, f_a: Any = 0.99) -> Fire:
+    """FIRE (Bitzek et al. 2006) with ASE's update and defaults, as an :class:`Fire` ``(init, step)`` pair.
+
+    The one FIRE of jaxcert: :func:`fire` runs it on the positions, :func:`relax_cell` on the (N + 3, 3)
+    array of ``FrechetCellFilter`` coordinates.  Sums and norms run over the whole pytree, and the step is
+    capped at ``maxstep`` in the norm of the whole pytree, as ASE's FIRE does.  Parameters may be traced.
+    """
+    def init(x: Any) -> FireState:
+        dtype = jax.tree.leaves(x)[0].dtype
+        return FireState(jax.tree.map(jnp.zeros_like, x), jnp.asarray(dt_start, dtype), jnp.asarray(a_start, dtype),
+                         jnp.asarray(0))
+
+    def step(x: Any, f: Any, state: FireState, first: Any) -> tuple[Any, FireState]:
+        v, dt, a, n_pos = state
+        vf = _tree_sum(jax.tree.map(lambda fi, vi: fi * vi, f, v))
+        fnorm = jnp.sqrt(_tree_sum(jax.tree.map(lambda fi: fi * fi, f)))
+        vnorm = jnp.sqrt(_tree_sum(jax.tree.map(lambda vi: vi * vi, v)))
         up = vf > 0
-        v_mixed = (1 - a) * v + a * F / jnp.maximum(fnorm, 1e-300) * vnorm
+        v_mixed = jax.tree.map(lambda vi, fi: (1 - a) * vi + a * fi / jnp.maximum(fnorm, 1e-300) * vnorm, v, f)
         grow = up & (n_pos > n_min)
         dt_new = jnp.where(up, jnp.where(grow, jnp.minimum(dt * f_inc, dt_max), dt), dt * f_dec)
         a_new = jnp.where(up, jnp.where(grow, a * f_a, a), a_start)
         dt = jnp.where(first, dt, dt_new)
         a = jnp.where(first, a, a_new)
         n_pos = jnp.where(first, n_pos, jnp.where(up, n_pos + 1, 0))
-        v = jnp.where(first, v, jnp.where(up, v_mixed, jnp.zeros_like(v)))
-        v = v + dt * F
-        dR = dt * v
-        norm = jnp.sqrt(jnp.sum(dR * dR))
-        dR = dR * jnp.minimum(1.0, maxstep / jnp.maximum(norm, 1e-300))
-        Rn = R + dR
-        Fn, nbrs = forces(Rn, nbrs)
-        return Rn, v, Fn, dt, a, n_pos, k + 1, nbrs
+        v = jax.tree.map(lambda vi, vm: jnp.where(first, vi, jnp.where(up, vm, jnp.zeros_like(vi))), v, v_mixed)
+        v = jax.tree.map(lambda vi, fi: vi + dt * fi, v, f)
+        dx = jax.tree.map(lambda vi: dt * vi, v)
+        norm = jnp.sqrt(_tree_sum(jax.tree.map(lambda d: d * d, dx)))
+        cap = jnp.minimum(1.0, maxstep / jnp.maximum(norm, 1e-300))
+        x = jax.tree.map(lambda xi, d: xi + d * cap, x, dx)
+        return x, FireState(v, dt, a, n_pos)
 
-    dt0 = s.positions.dtype
+    return Fire(init, step)
+
+
+def _fire(model: Model, s: Structure, fmax, max_steps, dt_start, dt_max, maxstep, n_min, f_inc, f_dec, a_start,
+          f_a) -> RelaxResult:
+    forces = _forces_fn(model, s)
+    opt = fire_optimizer(dt_start, dt_max, maxstep, n_min, f_inc, f_dec, a_start, f_a)
+
+    def cond(c):
+        R, F, state, k, _ = c
+        return (_fmax(F) >= fmax) & (k < max_steps)
+
+    def body(c):
+        R, F, state, k, nbrs = c
+        Rn, state = opt.step(R, F, state, k == 0)
+        Fn, nbrs = forces(Rn, nbrs)
+        return Rn, Fn, state, k + 1, nbrs
+
     F0, nbrs0 = forces(s.positions, s.neighbor_state)
-    init = (s.positions, jnp.zeros_like(s.positions), F0, jnp.asarray(dt_start, dt0), jnp.asarray(a_start, dt0),
-            jnp.asarray(0), jnp.asarray(0), nbrs0)
-    R, _, F, _, _, _, k, nbrs = jax.lax.while_loop(cond, body, init)
+    init = (s.positions, F0, opt.init(s.positions), jnp.asarray(0), nbrs0)
+    R, F, _, k, nbrs = jax.lax.while_loop(cond, body, init)
     fm = _fmax(F)
     return RelaxResult(s.replace(positions=R, neighbor_state=nbrs), fm, k, fm < fmax)
 
@@ -361,8 +419,8 @@ def relax_cell(
     p = ``scalar_pressure`` (eV/Å³) and D exp* the adjoint of the Fréchet derivative of the matrix
     exponential (a vector–Jacobian product of ``jax.scipy.linalg.expm``: ASE forms the same sum from
     ``scipy.linalg.expm_frechet`` component by component).  For a conservative model f_X = −∂E/∂X.
-    FIRE (:func:`fire`'s update, ASE's defaults) moves the (N + 3, 3) array; its step is capped at
-    ``maxstep`` in the norm of the whole array, as ASE's FIRE does.
+    FIRE (:func:`fire_optimizer`, ASE's defaults; the same step as :func:`fire`) moves the (N + 3, 3) array;
+    its step is capped at ``maxstep`` in the norm of the whole array, as ASE's FIRE does.
 
     Convergence, tested before each step as in ASE: the largest row norm of the (N + 3, 3) generalised
     forces is below ``fmax`` (ASE's criterion on the filter; a cell row of size ≈ |σ|·V/N, so
@@ -433,41 +491,70 @@ def relax_cell(
             ok = ok & (sm < smax)
         return fm, sm, ok
 
+    opt = fire_optimizer(dt_start, dt_max, maxstep, n_min, f_inc, f_dec, a_start, f_a)
+
     def cond(c_):
-        y, v, G, sigma, dt, a, n_pos, k = c_
+        y, G, sigma, state, k = c_
         go = ~measure(G, sigma)[2] & (k < max_steps) & jnp.all(jnp.isfinite(G))
         return (k < 0) | go
 
     def body(c_):
         # Iteration k = -1 only evaluates the starting point (G = 0 there, so the step is zero): one copy of
         # the model in the compiled loop instead of two (a start-up evaluation outside it).
-        y, v, G, sigma, dt, a, n_pos, k = c_
-        vf = jnp.sum(G * v)
-        gnorm = jnp.sqrt(jnp.sum(G * G))
-        vnorm = jnp.sqrt(jnp.sum(v * v))
-        first = k <= 0  # ASE: velocities start at zero; no mixing and no dt/α update on the first step
-        up = vf > 0
-        v_mixed = (1 - a) * v + a * G / jnp.maximum(gnorm, 1e-300) * vnorm
-        grow = up & (n_pos > n_min)
-        dt_new = jnp.where(up, jnp.where(grow, jnp.minimum(dt * f_inc, dt_max), dt), dt * f_dec)
-        a_new = jnp.where(up, jnp.where(grow, a * f_a, a), a_start)
-        dt = jnp.where(first, dt, dt_new)
-        a = jnp.where(first, a, a_new)
-        n_pos = jnp.where(first, n_pos, jnp.where(up, n_pos + 1, 0))
-        v = jnp.where(first, v, jnp.where(up, v_mixed, jnp.zeros_like(v)))
-        v = v + dt * G
-        dy = dt * v
-        norm = jnp.sqrt(jnp.sum(dy * dy))
-        dy = dy * jnp.minimum(1.0, maxstep / jnp.maximum(norm, 1e-300))
-        y = y + dy
+        y, G, sigma, state, k = c_
+        y, state = opt.step(y, G, state, k <= 0)  # k <= 0: ASE's first step (no mixing, no dt/α update)
         G, sigma = generalised_forces(y[:n], y[n:])
-        return y, v, G, sigma, dt, a, n_pos, k + 1
+        return y, G, sigma, state, k + 1
 
     y0 = jnp.concatenate([s.positions, jnp.zeros((3, 3), dtype)])
-    zero = jnp.zeros_like(y0)
-    init = (y0, zero, zero, jnp.zeros((3, 3), dtype), jnp.asarray(dt_start, dtype), jnp.asarray(a_start, dtype),
-            jnp.asarray(0), jnp.asarray(-1))
-    y, _, G, sigma, _, _, _, k = jax.lax.while_loop(cond, body, init)
+    init = (y0, jnp.zeros_like(y0), jnp.zeros((3, 3), dtype), opt.init(y0), jnp.asarray(-1))
+    y, G, sigma, _, k = jax.lax.while_loop(cond, body, init)
     fm, sm, ok = measure(G, sigma)
     st, _ = geometry(y[:n], y[n:])
     return CellRelaxResult(st, fm, sm, sigma, k, ok)
+
+
+def with_fixed_atoms(model: Model, movable: jax.Array) -> Model:
+    """``model`` with its forces zeroed on atoms where ``movable`` (N,) is 0: relaxing it keeps those atoms fixed
+    (e.g. a slab's bottom layers).  Energy-only calls see the model unchanged; no stress output."""
+
+    def forces_fn(params: dict, s: Structure) -> jax.Array:
+        return model.forces_of(params["inner"], s) * params["movable"][:, None].astype(s.positions.dtype)
+
+    return Model(energy_fn=lambda p, s: model.energy_fn(p["inner"], s), forces_fn=forces_fn,
+                 params={"inner": model.params, "movable": movable}, name=model.name, cutoff=model.cutoff,
+                 elements=model.elements, stress_available=False)
+
+
+#: The relaxations of :func:`relax_batch`, by name (each ``f(model, s, fmax=, max_steps=, **options)``).
+RELAXERS = {"fire": fire, "lbfgs": lbfgs, "bfgs": bfgs, "cell": relax_cell}
+
+
+def relax_batch(model: Model, batch: Structure, *, fmax: Any, max_steps: Any, optimizer: str = "fire",
+                movable: Any = None, max_batch: int | None = None, **options: Any) -> RelaxResult | CellRelaxResult:
+    """Relax every structure of a stacked batch in one vmapped program: the one batched driver of jaxcert
+    (the attack pipeline, the detective's committee and the controls' cell relaxations all call it).
+
+    Args:
+      model: the potential.
+      batch: a stacked :class:`Structure` (leading batch axis).
+      fmax, max_steps: the relaxer's convergence threshold (eV/Å) and step cap; may be traced (except
+        ``max_steps`` for ``"lbfgs"``, whose history length it sets).
+      optimizer: a key of :data:`RELAXERS`: ``"fire"``, ``"lbfgs"``, ``"bfgs"`` (fixed cell) or ``"cell"``
+        (:func:`relax_cell`, positions and cell).
+      movable: optional (B, N) 0/1 per structure and atom: atoms at 0 are held fixed (:func:`with_fixed_atoms`).
+      max_batch: chunk the batch to at most this many structures at once (:func:`jaxcert.batching.vmap`;
+        ``None`` = one plain ``jax.vmap``).
+      options: further keywords of the relaxer (e.g. ``smax`` of :func:`relax_cell`).
+
+    Returns:
+      The relaxer's result (:class:`RelaxResult` or :class:`CellRelaxResult`) with the batch axis leading.
+      Pure and jittable; on the host, wrap it in :func:`jaxcert.neighbors.rerun_on_overflow` to answer an
+      overflowed neighbour list (as :func:`jaxcert.attacks.pipeline.relax_batch` does).
+    """
+    relaxer = RELAXERS[optimizer]
+    if movable is None:
+        return batching.vmap(lambda s: relaxer(model, s, fmax=fmax, max_steps=max_steps, **options),
+                             max_batch)(batch)
+    return batching.vmap(lambda mov, s: relaxer(with_fixed_atoms(model, mov), s, fmax=fmax, max_steps=max_steps,
+                                                **options), max_batch)(movable, batch)

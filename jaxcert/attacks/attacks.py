@@ -102,7 +102,7 @@ from jaxcert.structure import Structure
 
 __all__ = [
     "Attack", "AttackState", "sign_attack", "fgsm", "ifgsm", "pgd", "run", "min_lattice_length",
-    "SMALL_GRAD", "SMALL_GRAD_F32", "SIGN_START", "grad_tolerance",
+    "SMALL_GRAD", "SMALL_GRAD_F32", "SIGN_START", "PGD_ALPHA_RATIO", "grad_tolerance", "step_ratio", "is_projected",
     "optax_attack", "attack_transform", "sign_rule", "ascent", "zero_below", "mask_atoms", "project_linf",
 ]
 
@@ -334,16 +334,41 @@ def sign_attack(
     return Attack(init, update, int(max_steps))
 
 
+#: α/ε of PGD when none is given (the experiment's ``alpha_ratio``; docs/attacks.md §1.5).
+PGD_ALPHA_RATIO = 0.1
+
+
+def step_ratio(name: str, n_steps: int, sign_start: float = 0.0, alpha_ratio: float | None = None) -> float:
+    """α/ε of the named attack: the one definition of the step rule (host numbers; the pipeline's
+    :class:`~jaxcert.attacks.pipeline.AttackSpec` and :func:`fgsm`, :func:`ifgsm`, :func:`pgd` all use it).
+
+    FGSM: 1 − β; I-FGSM: (1 − β)/n (β = ``sign_start``, the R+FGSM sign step, 0 without it); PGD: ``alpha_ratio``
+    (default :data:`PGD_ALPHA_RATIO`).
+    """
+    if name == "fgsm":
+        return 1.0 - sign_start
+    if name == "ifgsm":
+        return (1.0 - sign_start) / n_steps
+    if name == "pgd":
+        return PGD_ALPHA_RATIO if alpha_ratio is None else float(alpha_ratio)
+    raise ValueError(f"step_ratio: unknown attack {name!r}; allowed: fgsm, ifgsm, pgd")
+
+
+def is_projected(name: str, sign_start: float = 0.0) -> bool:
+    """Whether the named attack applies Π_ε after each step: I-FGSM and PGD always, FGSM only after an R+FGSM
+    sign start (β > 0), where the sign step plus (1 − β)ε could otherwise leave the box."""
+    return name != "fgsm" or sign_start > 0
+
+
 def fgsm(loss, epsilon: Any = 0.05, *, random_start: bool = False, **kw: Any) -> Attack:
     """FGSM: R_adv = R₀ + ε sign(g(R₀)); one step, no projection (docs/attacks.md §1.3).
 
     With ``random_start`` this is R+FGSM (Tramèr et al. 2018; docs/attacks.md): a random ±ε/2 sign step R',
     then R_adv = Π_ε(R' + (ε/2) sign(g(R'))), so the attack moves even where g(R₀) = 0.
     """
-    if random_start:
-        a = jnp.asarray(epsilon) * (1.0 - SIGN_START)
-        return sign_attack(loss, epsilon, a, 1, sign_start=SIGN_START, project=True, **kw)
-    return sign_attack(loss, epsilon, epsilon, 1, random_start=False, project=False, **kw)
+    beta = SIGN_START if random_start else 0.0
+    a = jnp.asarray(epsilon) * step_ratio("fgsm", 1, beta)
+    return sign_attack(loss, epsilon, a, 1, sign_start=beta, project=is_projected("fgsm", beta), **kw)
 
 
 def ifgsm(loss, epsilon: Any = 0.05, n_steps: int = 10, *, random_start: bool = False, **kw: Any) -> Attack:
@@ -351,19 +376,17 @@ def ifgsm(loss, epsilon: Any = 0.05, n_steps: int = 10, *, random_start: bool = 
 
     With ``random_start``: a random ±ε/2 sign step, then n projected steps of (ε/2)/n (docs/attacks.md).
     """
-    if random_start:
-        a = jnp.asarray(epsilon) * (1.0 - SIGN_START) / n_steps
-        return sign_attack(loss, epsilon, a, n_steps, sign_start=SIGN_START, project=True, **kw)
-    return sign_attack(loss, epsilon, jnp.asarray(epsilon) / n_steps, n_steps, random_start=False,
-                       project=True, **kw)
+    beta = SIGN_START if random_start else 0.0
+    a = jnp.asarray(epsilon) * step_ratio("ifgsm", n_steps, beta)
+    return sign_attack(loss, epsilon, a, n_steps, sign_start=beta, project=is_projected("ifgsm", beta), **kw)
 
 
-def pgd(loss, epsilon: Any = 0.05, n_steps: int = 10, alpha: Any = None, alpha_ratio: float = 0.1,
+def pgd(loss, epsilon: Any = 0.05, n_steps: int = 10, alpha: Any = None, alpha_ratio: float = PGD_ALPHA_RATIO,
         **kw: Any) -> Attack:
     """PGD: uniform random start in B_ε, n projected steps of α = ``alpha`` or ``alpha_ratio``·ε
     (docs/attacks.md §1.5; experiment n = 10, α = 0.1 ε)."""
-    a = jnp.asarray(epsilon) * alpha_ratio if alpha is None else alpha
-    return sign_attack(loss, epsilon, a, n_steps, random_start=True, project=True, **kw)
+    a = jnp.asarray(epsilon) * step_ratio("pgd", n_steps, 0.0, alpha_ratio) if alpha is None else alpha
+    return sign_attack(loss, epsilon, a, n_steps, random_start=True, project=is_projected("pgd"), **kw)
 
 
 def optax_attack(loss, optimizer: optax.GradientTransformation, epsilon: Any = 0.05, n_steps: int = 10, *,

@@ -49,10 +49,11 @@ import numpy as np
 
 from jaxcert import batching, inputs, neighbors
 from jaxcert.attacks import losses as _losses
-from jaxcert.attacks.attacks import SIGN_START, sign_attack
+from jaxcert.attacks.attacks import SIGN_START, is_projected, sign_attack, step_ratio
 from jaxcert.attacks.attacks import run as _run_attack
 from jaxcert.model import Model
 from jaxcert.relax import RelaxResult, bfgs, fire, lbfgs
+from jaxcert.relax import relax_batch as _relax_all
 from jaxcert.structure import Structure, stack
 
 #: The relaxers of the pipeline, by ``PipelineConfig.optimizer`` name (each ``f(model, s, fmax=, max_steps=)``).
@@ -119,12 +120,8 @@ class AttackSpec:
 
     @property
     def alpha(self) -> float:
-        """α/ε (with the R+FGSM start: (1 − β)/n)."""
-        if self.name == "fgsm":
-            return 1.0 - self.sign_start
-        if self.name == "ifgsm":
-            return (1.0 - self.sign_start) / self.n_steps
-        return 0.1 if self.alpha_ratio is None else float(self.alpha_ratio)
+        """α/ε (with the R+FGSM start: (1 − β)/n): :func:`jaxcert.attacks.attacks.step_ratio`."""
+        return step_ratio(self.name, self.n_steps, self.sign_start, self.alpha_ratio)
 
     @property
     def label(self) -> str:
@@ -263,7 +260,7 @@ def _spec_arrays(attacks: Sequence[AttackSpec]):
     n = np.array([a.n_steps for a in attacks], np.int32)
     ratio = np.array([a.alpha for a in attacks])
     rs = np.array([a.name == "pgd" for a in attacks])
-    proj = np.array([a.name != "fgsm" or a.sign_start > 0 for a in attacks])
+    proj = np.array([is_projected(a.name, a.sign_start) for a in attacks])
     sign = np.array([a.sign_start for a in attacks])
     return n, ratio, rs, proj, sign
 
@@ -338,7 +335,8 @@ def _one_run(model, s, spec, eps, seed, cfg):
 
 @partial(jax.jit, static_argnames=("cfg",))
 def _relax_batch(model, s, cfg):
-    ref = batching.vmap(lambda x: _relax(model, x, cfg), model.max_batch)(s)
+    ref = _relax_all(model, s, optimizer=cfg.optimizer, fmax=cfg.fmax, max_steps=cfg.max_steps,
+                     max_batch=model.max_batch)
     return ref, batching.vmap(lambda x: _stage(model, x), model.max_batch)(ref.structure)
 
 

@@ -641,11 +641,9 @@ def _ref_volume(rs: dict | None, lattice: str) -> float:
 
 # ------------------------------------------------------------------------------------------ section 3
 def _relax_impl(model: Any, batch: Any, fmax: Any, max_steps: Any) -> Any:
-    import jax
+    from jaxcert.relax import relax_batch
 
-    from jaxcert.relax import relax_cell
-
-    return jax.vmap(lambda s: relax_cell(model, s, fmax=fmax, max_steps=max_steps))(batch)
+    return relax_batch(model, batch, optimizer="cell", fmax=fmax, max_steps=max_steps)
 
 
 _relax_program: Any = None

@@ -110,17 +110,6 @@ def _stack(structures: Sequence[Structure], n_atoms: int) -> Structure:
                      image_cutoff=min(cuts) if cuts else None)
 
 
-def _frozen(model: Model, movable: jax.Array) -> Model:
-    """``model`` with forces zeroed on atoms where ``movable`` is 0 (fixed slab atoms during a relaxation)."""
-
-    def forces_fn(params: dict, s: Structure) -> jax.Array:
-        return model.forces_of(params["inner"], s) * params["movable"][:, None].astype(s.positions.dtype)
-
-    return Model(energy_fn=lambda p, s: model.energy_fn(p["inner"], s), forces_fn=forces_fn,
-                 params={"inner": model.params, "movable": movable}, name=model.name, cutoff=model.cutoff,
-                 elements=model.elements, stress_available=False)
-
-
 @jax.jit
 def _ef_batch(model: Model, batch: Structure) -> tuple[jax.Array, jax.Array]:
     """(E (b,), F (b, n, 3)) of a stacked batch; module-level so that every Committee shares the compiled program."""
@@ -129,13 +118,11 @@ def _ef_batch(model: Model, batch: Structure) -> tuple[jax.Array, jax.Array]:
 
 @functools.partial(jax.jit, static_argnames=("fmax", "max_steps"))
 def _relax_batch(model: Model, movable: jax.Array, batch: Structure, fmax: float, max_steps: int):
-    """FIRE with fixed atoms on a stacked batch: (E, positions, steps, converged)."""
-
-    def one(mov: jax.Array, s: Structure):
-        r = relax.fire(_frozen(model, mov), s, fmax=fmax, max_steps=max_steps)
-        return model.energy_of(model.params, r.structure), r.structure.positions, r.steps, r.converged
-
-    return jax.vmap(one)(movable, batch)
+    """FIRE with fixed atoms on a stacked batch (:func:`jaxcert.relax.relax_batch`): (E, positions, steps,
+    converged)."""
+    r = relax.relax_batch(model, batch, fmax=fmax, max_steps=max_steps, movable=movable)
+    energy = jax.vmap(lambda s: model.energy_of(model.params, s))(r.structure)
+    return energy, r.structure.positions, r.steps, r.converged
 
 
 @dataclasses.dataclass

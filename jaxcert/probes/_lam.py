@@ -103,7 +103,7 @@ def lam(
     engine = config.derivatives
     value = lambda_of_jacobian(engine.force_jacobian(model, s))
     n_real = jnp.sum(s.mask.astype(jnp.int32))
-    n_evals = (3 if engine.exact else 6) * n_real
+    n_evals = engine.cost(3) * n_real  # three force columns per atom
     details = {"lambda": value, "n_atoms": n_real, "exact": jnp.asarray(engine.exact)}
     return finalize(value, score_map(value, config.scale), value <= config.gate, n_evals, details)
 
