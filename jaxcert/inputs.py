@@ -176,9 +176,7 @@ def elements(name: str, value: str | Sequence[str]) -> list[str]:
     if bad:
         raise InputError(f"{name}: unknown element symbol(s) {', '.join(bad)}; allowed: symbols H..Og "
                          f"({chemical_symbols[1]}, {chemical_symbols[2]}, ... {chemical_symbols[118]})")
-    dup = sorted({s for s in items if items.count(s) > 1})
-    if dup:
-        raise InputError(f"{name}: {', '.join(dup)} given more than once; each element must appear once")
+    _refuse_repeats(name, items, "each element must appear once")
     return items
 
 
@@ -347,7 +345,12 @@ def name_list(name: str, value: Any, allowed: Sequence[str] | None = None, *, wh
         if bad:
             raise UnknownName(f"{name}: unknown {what[:-1] if what.endswith('s') else what}(s) {bad}; "
                               f"allowed: {', '.join(allowed)}")
+    _refuse_repeats(name, items, "each must appear once")
+    return items
+
+
+def _refuse_repeats(name: str, items: Sequence[str], rule: str) -> None:
+    """InputError naming the entries of ``items`` that appear more than once."""
     dup = sorted({v for v in items if items.count(v) > 1})
     if dup:
-        raise InputError(f"{name}: {', '.join(dup)} given more than once; each must appear once")
-    return items
+        raise InputError(f"{name}: {', '.join(dup)} given more than once; {rule}")

@@ -91,6 +91,9 @@ def _cases():
 
 CASES = _cases()
 NAMES = list(CASES)
+#: neighbour slots per atom in these tests: the densest case (diamond Si, 6 Å) has 46 neighbours; an atom with more
+#: slots than this gives NaN, so a too-small capacity fails the comparison instead of passing silently
+CAPACITY = 64
 MEASURED: dict[str, dict[str, dict[str, float]]] = {}  # printed at the end (pytest -s): the numbers in the docs
 
 
@@ -180,7 +183,7 @@ def _compare(label: str, got, ref, ref_names: dict[str, str], tol: tuple[float, 
 
 
 def test_float32_equals_nequix_calculator(calculator):
-    model = jaxcert.Model.from_nequix(CKPT, dtype="float32")
+    model = jaxcert.Model.from_nequix(CKPT, dtype="float32", capacity=CAPACITY)
     assert model.name == "nequix:nequix-mp-1@float32" and model.cutoff == 6.0 and 14 in model.elements
     got = _jaxcert(model, jnp.float32)
     _compare("float32 vs calculator", got, calculator, {"Si slab": "Si slab (cell given)"}, TOL["float32"])
@@ -191,7 +194,7 @@ def test_float32_equals_nequix_calculator(calculator):
 
 
 def test_float64_equals_nequix_model_on_its_own_graph():
-    model = jaxcert.Model.from_nequix(CKPT, dtype="float64")
+    model = jaxcert.Model.from_nequix(CKPT, dtype="float64", capacity=CAPACITY)
     assert all(x.dtype == jnp.float64 for x in jax.tree.leaves(model.params))
     _compare("float64 vs nequix model on nequix graph", _jaxcert(model, jnp.float64), _nequix_graph64(), {},
              TOL["float64"])
@@ -211,7 +214,7 @@ def test_dropping_the_image_shifts_is_caught(calculator, monkeypatch):
                                                  g.edge_vectors)), ok
 
     monkeypatch.setattr(adapters, "build_graph", without_shifts)
-    model = jaxcert.Model.from_nequix(CKPT, dtype="float32")
+    model = jaxcert.Model.from_nequix(CKPT, dtype="float32", capacity=CAPACITY)
     E = float(model.energy(jaxcert.Structure.from_ase(CASES["bulk Si"], dtype=jnp.float32)))
     E_ref = calculator["bulk Si"][0]
     MEASURED["negative control (no image shifts), bulk Si"] = {"bulk Si": {"dE": abs(E - E_ref)}}
@@ -219,7 +222,7 @@ def test_dropping_the_image_shifts_is_caught(calculator, monkeypatch):
 
 
 def test_gradient_over_the_weights():
-    model = jaxcert.Model.from_nequix(CKPT, dtype="float32")
+    model = jaxcert.Model.from_nequix(CKPT, dtype="float32", capacity=CAPACITY)
     s = model.prepare(jaxcert.Structure.from_ase(CASES["CH4"], dtype=jnp.float32))
     g = jax.jit(jax.grad(model.energy_of))(model.params, s)
     norms = [float(jnp.linalg.norm(x)) for x in jax.tree.leaves(g)]
@@ -232,7 +235,7 @@ def test_matmul_precision_is_highest_in_the_network_only():
     restores the global setting and asks for "highest" in the network's own products (checked on the
     lowered program: no compile)."""
     before = jax.config.jax_default_matmul_precision
-    model = jaxcert.Model.from_nequix(CKPT, dtype="float32")
+    model = jaxcert.Model.from_nequix(CKPT, dtype="float32", capacity=CAPACITY)
     assert jax.config.jax_default_matmul_precision == before
     s = model.prepare(jaxcert.Structure.from_ase(CASES["CH4"], dtype=jnp.float32))
     dots = [ln for ln in jax.jit(model.energy_of).lower(model.params, s).as_text().splitlines()
