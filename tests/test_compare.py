@@ -11,6 +11,7 @@ from jaxcert import compare, explain, report_schema
 from jaxcert.cli import main
 from jaxcert.inputs import InputError
 from jaxcert.probes.suite import combine_scores
+from tests._tamper import DELETE, set_field
 from tests.test_report import cheap_reports
 
 
@@ -379,18 +380,9 @@ def test_committed_benchmark_reports_pass_the_schema():
 def _set(*path_value):
     """An edit setting ``doc[path...] = value`` (``DELETE``: remove the key)."""
     *path, value = path_value
-
-    def edit(d):
-        for k in path[:-1]:
-            d = d[k]
-        if value is DELETE:
-            del d[path[-1]]
-        else:
-            d[path[-1]] = value
-    return edit
+    return lambda d: set_field(d, tuple(path), value)
 
 
-DELETE = object()
 NAN = float("nan")
 # (case, edit of the clean report (elements Si, C; probes equivariance, stress_consistency), field in the message)
 TAMPERED = [

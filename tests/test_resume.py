@@ -16,6 +16,8 @@ import time
 
 import pytest
 
+from tests._tamper import DELETE, set_field
+
 #: two cheap probes, then one more: the killed process compiles its programs one at a time
 #: (JAXCERT_COMPILE_WORKERS=0), so a kill after the second checkpoint lands while the third compiles
 PROBES = "parity,equivariance,betti"
@@ -144,17 +146,6 @@ def test_the_checkpoint_the_writer_produces_passes_the_schema_and_resumes(ar_rep
     assert "1 of 1 probes finished" in capsys.readouterr().err
 
 
-def _set(doc, path, value):
-    d = doc
-    for k in path[:-1]:
-        d = d[k]
-    if value is DELETE:
-        del d[path[-1]]
-    else:
-        d[path[-1]] = value
-
-
-DELETE = object()
 # (case, field path, value, what the message says)
 RESUME_TAMPERED = [
     ("probes_null", ("probes",), None, "probes: got None; allowed: a list"),
@@ -193,7 +184,7 @@ def test_tampered_resume_file_is_refused_naming_file_and_field(ar_report, tmp_pa
     from jaxcert.cli import main
 
     doc = json.loads(json.dumps(ar_report))
-    _set(doc, path, value)
+    set_field(doc, path, value)
     r = tmp_path / "r.json"
     r.write_text(json.dumps(doc))
     before = r.read_text()

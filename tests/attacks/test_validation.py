@@ -305,30 +305,28 @@ def _sha(path) -> str:
     return hashlib.sha256(open(path, "rb").read()).hexdigest()
 
 
-def _foreign_files(tmp_path) -> dict:
+def _sqlite(path, *statements):
+    """An SQLite file at ``path`` made by running ``statements`` (another application's database)."""
     import sqlite3
 
+    db = sqlite3.connect(path)
+    for st in statements:
+        db.execute(st)
+    db.commit()
+    db.close()
+    return path
+
+
+def _foreign_files(tmp_path) -> dict:
     out = {}
-    p = tmp_path / "other_app.sqlite"  # another application's 'runs' table: the old code ran ALTER TABLE on it
-    db = sqlite3.connect(p)
-    db.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, name TEXT)")
-    db.execute("INSERT INTO runs VALUES (1, 'theirs')")
-    db.commit()
-    db.close()
-    out["other runs table"] = (p, "other columns")
-    p = tmp_path / "notes.sqlite"  # an SQLite file without a 'runs' table: the old code added one
-    db = sqlite3.connect(p)
-    db.execute("CREATE TABLE notes (t TEXT)")
-    db.commit()
-    db.close()
-    out["no runs table"] = (p, "no 'runs' table")
-    p = tmp_path / "stamped.sqlite"  # another application that identifies itself
-    db = sqlite3.connect(p)
-    db.execute("PRAGMA application_id = 1234")
-    db.execute("CREATE TABLE runs (key TEXT)")
-    db.commit()
-    db.close()
-    out["other application id"] = (p, "another application")
+    # another application's 'runs' table: the old code ran ALTER TABLE on it
+    out["other runs table"] = (_sqlite(tmp_path / "other_app.sqlite", "CREATE TABLE runs (id INTEGER PRIMARY KEY, "
+                                       "name TEXT)", "INSERT INTO runs VALUES (1, 'theirs')"), "other columns")
+    # an SQLite file without a 'runs' table: the old code added one
+    out["no runs table"] = (_sqlite(tmp_path / "notes.sqlite", "CREATE TABLE notes (t TEXT)"), "no 'runs' table")
+    # another application that identifies itself
+    out["other application id"] = (_sqlite(tmp_path / "stamped.sqlite", "PRAGMA application_id = 1234",
+                                           "CREATE TABLE runs (key TEXT)"), "another application")
     p = tmp_path / "text.sqlite"
     p.write_text("this is not a database\n" * 10)
     out["not sqlite"] = (p, "not an SQLite file")
