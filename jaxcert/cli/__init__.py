@@ -86,11 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as stop:  # argparse: --help (0) or a usage error (2, its own message already printed)
         return int(stop.code or 0) if isinstance(stop.code, int) or stop.code is None else EXIT_USAGE
-    try:
-        enable_compilation_cache()  # compiled programs are reused by the next run ($JAXCERT_CACHE_DIR=off: never)
-    except OSError as err:  # an unusable cache never stops a command: run without it
-        print(f"jaxcert: warning: cache disabled ({err}); set JAXCERT_CACHE_DIR to a folder you own, or off",
-              file=sys.stderr)
+    # compiled programs are reused by the next run ($JAXCERT_CACHE_DIR=off: never); an unfit cache folder is
+    # reported in one warning line and the command runs without it (jaxcert.cache.cache_dir_problem)
+    enable_compilation_cache()
     try:
         with warnings.catch_warnings():
             _one_line_spelling_warnings()

@@ -29,9 +29,10 @@ def cmd_models(a: argparse.Namespace) -> int:
 
 def cmd_substrates(a: argparse.Namespace) -> int:
 
-    (element,) = inputs.elements("--element", [a.element]) if "," not in a.element else (None,)
-    if element is None:
+    symbols = inputs.elements("--element", a.element)
+    if len(symbols) != 1:
         raise inputs.InputError(f"--element: got {a.element!r}; allowed: one element symbol, e.g. Si")
+    (element,) = symbols
     out = inputs.output_dir("--out", a.out)
     for p in substrates.write_substrates(element, out):
         print(p)
