@@ -33,9 +33,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcert import batching
+from jaxcert import kinds
 from jaxcert.derivatives import EXACT
 from jaxcert.model import Model
+from jaxcert.probes import stages
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, precision_bits, register, resolve_substrate, score_map
 from jaxcert.structure import Structure
 
@@ -97,9 +98,7 @@ def betti(
       :class:`ProbeResult` with defect d (eV/Å²), score exp(−d/0.02), gate d < 0.1.
     """
     s = resolve_substrate(model, substrate, "cluster")
-    n_pairs, _ = _pair_count(config)
-    alpha, beta = draw_pairs(key, s.mask, n_pairs)
-    return _betti(model, alpha, beta, s, config)
+    return stages.run(model, plan, config, key, s)
 
 
 def _pair_count(cfg: BettiConfig) -> tuple[int, bool]:
@@ -114,35 +113,42 @@ def _pair_count(cfg: BettiConfig) -> tuple[int, bool]:
     return n_pairs, budget_limited
 
 
-@functools.partial(jax.jit, static_argnames=("cfg",))
-def _betti(model: Model, alpha: jax.Array, beta: jax.Array, s: Structure, cfg: BettiConfig) -> ProbeResult:
+def plan(cfg: BettiConfig, facts: stages.Facts):
+    """Stages (docs/architecture.md "Kinds and stages"): draw the pairs and ask for the 2·n_pairs force-Jacobian
+    columns J e_α, J e_β (``tangent`` requests); then reduce."""
+    del facts
     engine = cfg.derivatives
-    dt = s.positions.dtype
-    n = s.n_atoms
-    cost = engine.cost(2)
     n_pairs, budget_limited = _pair_count(cfg)
-    eye = jnp.eye(3 * n, dtype=dt)
 
-    def column(p):  # H[:, p] = −J e_p, flattened (3n,)
-        return -engine.force_jvp(model, s, eye[p].reshape(n, 3)).reshape(-1)
+    def ask(key, s):
+        alpha, beta = draw_pairs(key, s.mask, n_pairs)
+        n = s.n_atoms
+        eye = jnp.eye(3 * n, dtype=s.positions.dtype)
+        d = eye[jnp.concatenate([alpha, beta])].reshape(2 * n_pairs, n, 3)
+        return stages.Ask((alpha, beta, s), kinds.tangent(kinds.items(s, jnp.broadcast_to(s.positions, d.shape)),
+                                                          d, engine))
 
-    def one(a, b):
-        return column(a)[b], column(b)[a]  # H_{β,α}, H_{α,β}
+    def reduce(state, jv):
+        alpha, beta, s = state
+        dt = s.positions.dtype
+        cols = -jv.forces.reshape(2, n_pairs, -1)  # H[:, α], H[:, β], flattened (3n,)
+        k = jnp.arange(n_pairs)
+        h_ba, h_ab = cols[0, k, beta], cols[1, k, alpha]  # H_{β,α}, H_{α,β}
+        asym = jnp.abs(h_ba - h_ab)
+        d = jnp.mean(asym)
+        details = {
+            "n_pairs": jnp.asarray(n_pairs, jnp.int32),
+            "delta": jnp.asarray(engine.step(s), dt),
+            "precision": jnp.asarray(precision_bits(s), jnp.int32),
+            "scale": jnp.asarray(cfg.scale, dt),
+            "max_asymmetry": jnp.max(asym),
+            "pairs": jnp.stack([alpha.astype(dt), beta.astype(dt), h_ba, h_ab], axis=1),
+            "asymmetry": asym,
+            "budget_limited": jnp.asarray(budget_limited),
+        }
+        return finalize(d, score_map(d, cfg.scale), d < cfg.gate_threshold, engine.cost(2) * n_pairs, details)
 
-    h_ba, h_ab = batching.vmap(one, model.max_batch)(alpha, beta)
-    asym = jnp.abs(h_ba - h_ab)
-    d = jnp.mean(asym)
-    details = {
-        "n_pairs": jnp.asarray(n_pairs, jnp.int32),
-        "delta": jnp.asarray(engine.step(s), dt),
-        "precision": jnp.asarray(precision_bits(s), jnp.int32),
-        "scale": jnp.asarray(cfg.scale, dt),
-        "max_asymmetry": jnp.max(asym),
-        "pairs": jnp.stack([alpha.astype(dt), beta.astype(dt), h_ba, h_ab], axis=1),
-        "asymmetry": asym,
-        "budget_limited": jnp.asarray(budget_limited),
-    }
-    return finalize(d, score_map(d, cfg.scale), d < cfg.gate_threshold, cost * n_pairs, details)
+    return ask, reduce
 
 
-register(ProbeSpec("betti", betti, BettiConfig, "cluster"))
+register(ProbeSpec("betti", betti, BettiConfig, "cluster", plan=plan))

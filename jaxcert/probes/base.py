@@ -190,6 +190,14 @@ class ProbeSpec:
     #: ``dtype -> {name: Structure}``: the probe runs on these named structures (one report row each)
     #: instead of one substrate per element (docs/probes.md §4.16)
     structures: Callable[[Any], dict[str, Structure]] | None = None
+    #: ``plan(config, facts) -> stages`` (:mod:`jaxcert.probes.stages`): the suite runs the stages without the
+    #: model and answers their requests with shared programs; ``None``: the suite runs ``fn`` as one program
+    plan: Callable[..., Any] | None = None
+    #: ``check(model, s, config)`` raises :class:`ProbeSkip` before anything runs (model-dependent skips)
+    check: Callable[..., None] | None = None
+    #: probes with the same stream get the same keys (``probe_key(seed, stream)``), so identical requests
+    #: (e.g. the statistical-mechanics trajectory) are answered once; default: the probe's name
+    stream: str | None = None
 
 
 #: name -> ProbeSpec, filled by each probe module's ``register`` call.
