@@ -46,6 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcert import batching
+from jaxcert.cache import register_storable
 from jaxcert.geometry import det3
 from jaxcert.model import Model, strain, voigt
 from jaxcert.structure import Structure
@@ -393,6 +394,9 @@ def _bond_scan_on_grid(model: Model, s: Structure, j: Any, u: jax.Array, grid: j
 
 
 EXACT = Exact()
+# engines travel as static data of stored programs' requests (jaxcert/cache.py)
+register_storable(Exact, value=True)
+register_storable(FiniteDifference, value=True)
 
 force_jvp = EXACT.force_jvp
 hvp = EXACT.hvp

@@ -40,11 +40,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcert import batching, dynamics, relax
+from jaxcert.cache import register_storable
 from jaxcert.model import Model, strain
 from jaxcert.structure import Structure
 
 __all__ = ["EFS", "Request", "KINDS", "register", "answer", "evaluate", "tangent", "relaxed", "langevin",
-           "verlet", "items", "outputs", "Fresh"]
+           "verlet", "items", "outputs", "Fresh", "CHUNKED"]
 
 
 class EFS(NamedTuple):
@@ -153,9 +154,18 @@ KINDS: dict[str, Callable[..., Any]] = {
 }
 
 
-def register(kind: str, fn: Callable[..., Any]) -> None:
-    """Add a kind: ``fn(model, *args, **options)`` computes one item (pure JAX, the model's only caller)."""
+#: kinds with many small items per request: the suite evaluates them in chunks of a fixed size (one shape class)
+CHUNKED: set[str] = {"evaluate", "tangent"}
+
+
+def register(kind: str, fn: Callable[..., Any], *, chunked: bool = False) -> None:
+    """Add a kind: ``fn(model, *args, **options)`` computes one item (pure JAX, the model's only caller).
+
+    ``chunked``: many cheap items per request (evaluated in fixed-size chunks); otherwise a loop whose
+    items run all at once (relaxations, dynamics)."""
     KINDS[kind] = fn
+    if chunked:
+        CHUNKED.add(kind)
 
 
 def _batch_ndim(s: Structure) -> int:
@@ -236,3 +246,8 @@ def answer_one(model: Model, req: Request) -> Any:
 def answer(model: Model, requests: Any) -> Any:
     """Answer every :class:`Request` in the pytree ``requests`` inline (same structure, answers in place)."""
     return jax.tree.map(lambda r: answer_one(model, r), requests, is_leaf=_is_request)
+
+
+# the executable store rebuilds the output trees of stage programs and kernels (jaxcert/cache.py)
+for _cls in (Request, EFS, Fresh, relax.RelaxResult, dynamics.VerletResult):
+    register_storable(_cls, node=True)

@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 import jax
 
 from jaxcert import kinds
+from jaxcert.cache import register_storable
 from jaxcert.model import Model
 from jaxcert.structure import Structure
 
@@ -75,3 +76,7 @@ def run(model: Model, plan: Plan, config: Any, key: jax.Array | None, s: Structu
     if key is None:
         key = jax.random.key(0)
     return _run(model, key, s, plan, config, facts_of(model))
+
+
+register_storable(Ask, node=True)
+register_storable(Facts, value=True)

@@ -1,19 +1,22 @@
-r"""The certification suite: every probe, every element, one compiled program per probe.
+r"""The certification suite: every probe, every element, programs shared by every probe.
 
 ``certify(model, elements)`` builds each substrate kind once for all elements
-(:func:`jaxcert.substrates.stacked`, padded to one shape), then runs each probe as
+(:func:`jaxcert.substrates.stacked`, padded to one shape) and runs each probe on the batch.
 
-    jax.jit(jax.vmap(lambda key, s: probe(model, key, config=cfg, substrate=s)))(keys, batch)
+A probe declared as a plan (:mod:`jaxcert.probes.stages`, docs/architecture.md "Kinds and stages")
+runs stage by stage: each stage is one ``jax.jit(jax.vmap(stage))`` program over the elements that
+holds no model, and every model quantity a stage asks for (:mod:`jaxcert.kinds`) is computed by the
+one compiled program of its (model, kind, shape class), shared by every probe: fixed chunks of
+:data:`CHUNK` items for ``evaluate``/``tangent``, all items at once for the loops (relaxations,
+dynamics).  So a model is traced and compiled a handful of times per run, not once per probe and
+derivative, and the stage programs, being model-free, are shared by every model in the executable
+store.  A probe without a plan runs as one ``jax.jit(jax.vmap(probe))`` program.
 
-so ten elements cost one compilation and one batched execution per probe.
+Sharing is declared by the probes, not named here: probes with the same ``stream`` get the same
+keys, and identical requests of a loop kind (the Langevin trajectory of the statistical-mechanics
+probes, docs/probes.md §5) are answered once per run; the probe that asks first is charged.
 
-Order and sharing follow the reference (docs/probes.md §6.1): the default order is
-conservativeness, equivariance, smoothness, stress_consistency, parity,
-representation, cross_maxwell, betti, zero_modes, trimer, reversibility,
-config_temperature, equipartition, virial.  The three statistical-mechanics
-probes read ONE shared Langevin trajectory per element (§5), computed once in a
-vmapped program and passed to each; they receive the same key, so a shared run
-equals a standalone one.
+Order: the reference's (docs/probes.md §6.1), :data:`DEFAULT_ORDER`.
 
 Randomness: probe keys are ``fold_in(key(seed), crc32(name))`` split over the
 elements, so a probe's draws do not depend on which other probes run.
@@ -50,17 +53,18 @@ from jaxcert import (
     _model_key,  # noqa: F401 - registers the store's key for any model (cache.register_traced)
     batching,
     cache,
-    dynamics,
     inputs,
+    kinds,
     substrates,
 )
 from jaxcert.model import Model, UnsupportedElement, is_unsupported_structure
+from jaxcert.probes import stages
 from jaxcert.probes.base import NOT_RUN, PROBES, STATUS_NAMES, UNSUPPORTED, ProbeSkip
 from jaxcert.report import Report
 from jaxcert.structure import Structure, stack
 from jaxcert.summary import combine_scores, to_jsonable
 
-__all__ = ["DEFAULT_ORDER", "STATMECH", "UNSUPPORTED", "NOT_RUN", "certify", "combine_scores", "probe_key",
+__all__ = ["DEFAULT_ORDER", "UNSUPPORTED", "NOT_RUN", "certify", "combine_scores", "probe_key",
            "ProbeOutcome", "resolve_probes", "run_on_structures"]
 
 DEFAULT_ORDER = (
@@ -68,7 +72,6 @@ DEFAULT_ORDER = (
     "cross_maxwell", "betti", "zero_modes", "trimer", "reversibility", "config_temperature",
     "equipartition", "virial",
 )
-STATMECH = ("config_temperature", "equipartition", "virial")
 
 
 def probe_key(seed: int, name: str) -> jax.Array:
@@ -180,12 +183,6 @@ def resolve_probes(names: str | Sequence[str], name: str = "probes") -> list[str
             n for n in set(PROBES) - set(DEFAULT_ORDER) if PROBES[n].default)
     else:
         wanted = inputs.name_list(name, names, sorted(PROBES), what="probes")
-    # the trajectory owner runs before its consumers (§6.1)
-    if "config_temperature" in wanted:
-        consumers = [i for i, n in enumerate(wanted) if n in ("equipartition", "virial")]
-        if consumers and wanted.index("config_temperature") > consumers[0]:
-            wanted.remove("config_temperature")
-            wanted.insert(consumers[0], "config_temperature")
     return wanted
 
 
@@ -262,7 +259,7 @@ def certify(
             batches[kind, els] = model.prepare(b)
         return batches[kind, els]
 
-    shared_by: dict[tuple[str, ...], dict[str, Any]] = {}
+    memo: dict[Any, Any] = {}  # answers of loop kinds (trajectories, relaxations), shared by identical requests
     todo = [n for n in names if not (n in kept and kept[n].config == repr(configs.get(n, PROBES[n].config())))]
     ahead = _compile_ahead(model, todo, configs, batch_for, elements, seed, share_trajectory, compile_workers)
     outcomes: list[ProbeOutcome] = []
@@ -278,31 +275,16 @@ def certify(
     def evaluate(name: str, spec, cfg, els: tuple[str, ...]) -> ProbeOutcome:
         """The probe on the elements ``els`` in one batch; element k keeps its key whatever the batch."""
         batch = batch_for(spec.substrate, els)
-        kname = "trajectory" if (name in STATMECH and share_trajectory) else name
-        all_keys = probe_keys(seed, kname, len(elements))
+        all_keys = probe_keys(seed, _stream(spec, share_trajectory), len(elements))
         keys = all_keys[np.asarray([elements.index(e) for e in els])] if els != tuple(elements) else all_keys
-        extra: dict[str, Any] = {}
-        md_evals = None  # a trajectory made here is charged to this probe (docs/probes.md §5)
-        if name in STATMECH and share_trajectory:
-            ahead.wait("trajectory")
-            extra["trajectory"], fresh = _shared_trajectory(model, batch, keys, cfg, shared_by.setdefault(els, {}))
-            md_evals = np.asarray(extra["trajectory"].n_evals, int) if fresh else None
-        run = _compiled(model, spec, cfg, tuple(extra))
-        args = (keys, batch, *extra.values())
-        res = _to_numpy(_call(run, args))
-        outcome = ProbeOutcome(
+        res = _to_numpy(_run_probe(model, spec, cfg, keys, batch, memo if share_trajectory else {}))
+        return ProbeOutcome(
             name=name, target=spec.target, gated=spec.gated, elements=list(els),
             defect=np.asarray(res.defect, float), score=np.asarray(res.score, float),
             gate=np.asarray(res.gate, bool), n_evals=np.asarray(res.n_evals, int),
             status=[STATUS_NAMES[int(c)] for c in np.atleast_1d(res.status)],
             details=_split_details(res.details, len(els)),
         )
-        if md_evals is not None:
-            outcome.n_evals = outcome.n_evals + md_evals
-            for k, d in enumerate(outcome.details):
-                if isinstance(d.get("trajectory"), dict):
-                    d["trajectory"]["md_evals"] = md_evals[k]
-        return outcome
 
     def unsupported_outcome(name: str, spec, els, err: BaseException) -> ProbeOutcome:
         msg = str(err)
@@ -368,8 +350,8 @@ def run_on_structures(model: Model, name: str, structures: dict[str, Structure],
                       config: Any = None) -> ProbeOutcome:
     """The probe ``name`` on named structures: one outcome row per structure, in the given order.
 
-    The structures are grouped by (periodicity, dtype) and each group runs as one padded, vmapped
-    program (the suite's program for the probe, :func:`_compiled`). A structure the model does not
+    The structures are grouped by (periodicity, dtype) and each group runs padded and vmapped, as the suite
+    runs a probe (:func:`_run_probe`). A structure the model does not
     support (``model.prepare`` raises) is recorded as skipped with the reason; when a group fails, its
     structures are retried one at a time, so one structure the model cannot evaluate does not sink the
     others (an unsupported structure is then a skip, any other failure an error, each with its
@@ -391,12 +373,11 @@ def run_on_structures(model: Model, name: str, structures: dict[str, Structure],
     groups: dict[Any, list[str]] = {}
     for label, s in ready.items():
         groups.setdefault((s.pbc, s.dtype), []).append(label)
-    run = _compiled(model, spec, cfg, ())
 
     def one_batch(group: list[str]) -> ProbeOutcome:
         batch = model.prepare(stack([ready[k] for k in group]))
         ks = keys[np.asarray([labels.index(k) for k in group])]
-        res = _to_numpy(_call(run, (ks, batch)))
+        res = _to_numpy(_run_probe(model, spec, cfg, ks, batch, {}))
         return ProbeOutcome(
             name=name, target=spec.target, gated=spec.gated, elements=list(group),
             defect=np.asarray(res.defect, float), score=np.asarray(res.score, float),
@@ -498,38 +479,123 @@ def _compiled(model: Model, spec, cfg, extra_names: tuple[str, ...]):
     return _COMPILED[key][1]
 
 
-def _trajectory_program(model: Model, thermostat, n_steps: int):
-    """The jitted, vmapped Langevin trajectory (cached like the probes' programs)."""
-    key = (id(model), "trajectory", thermostat, n_steps)
-    if key not in _COMPILED:
-        run = jax.jit(batching.vmap(lambda k, s: dynamics.langevin_trajectory(model, s, k, thermostat, n_steps=n_steps),
-                                    model.max_batch))
-        _remember(key, model, run, ("trajectory", thermostat, n_steps, model))
-    return _COMPILED[key][1]
-
-
-def _remember(key: Any, model: Model, run: Any, identity: tuple) -> None:
-    if len(_COMPILED) > 64:
+def _remember(key: Any, model: Model | None, run: Any, identity: tuple) -> None:
+    if len(_COMPILED) > 256:
         _COMPILED.clear()
         _IDENTITY.clear()
     _COMPILED[key] = (model, run)
     _IDENTITY[id(run)] = identity
 
 
-def _trajectory_settings(cfg, shared: dict[str, Any]):
-    thermostat = getattr(cfg, "thermostat", dynamics.LangevinConfig())
-    return thermostat, max(int(getattr(cfg, "n_steps", 1100)), shared.get("n_steps", 0))
+def _stream(spec, share: bool = True) -> str:
+    """The name the probe's keys derive from: its declared ``stream`` (shared with other probes) or its name."""
+    return (spec.stream or spec.name) if share else spec.name
 
 
-def _shared_trajectory(model: Model, batch, keys, cfg, shared: dict[str, Any]):
-    """One Langevin trajectory per element for the stat-mech probes (docs/probes.md §5), and whether it was made now."""
-    thermostat, n_steps = _trajectory_settings(cfg, shared)
-    if "traj" in shared and shared["thermostat"] == thermostat and shared["n_steps"] >= n_steps:
-        return shared["traj"], False
-    run = _trajectory_program(model, thermostat, n_steps)
-    traj = _call(run, (keys, batch))
-    shared.update(traj=traj, thermostat=thermostat, n_steps=n_steps)
-    return traj, True
+def _run_probe(model: Model, spec, cfg, keys: jax.Array, batch: Structure, memo: dict[Any, Any]):
+    """The probe on a batch of substrates: its plan's stages and shared kernels, or its one program.
+
+    A probe with a plan (:mod:`jaxcert.probes.stages`) runs stage by stage: each stage is a vmapped program
+    without the model (:func:`_stage_program`), each request is answered by the one program of its (model,
+    kind, shape class) (:func:`_answer`). A probe without a plan runs as one vmapped program of its function.
+    """
+    if spec.plan is None:
+        return _call(_compiled(model, spec, cfg, ()), (keys, batch))
+    if spec.check is not None:
+        spec.check(model, jax.tree.map(lambda x: x[0], batch), cfg)
+    facts = stages.facts_of(model)
+    fns = spec.plan(cfg, facts)
+    out = _call(_stage_program(spec, cfg, facts, 0, fns), (keys, batch))
+    for k in range(1, len(fns)):
+        answers = _answer(model, out.requests, memo)
+        out = _call(_stage_program(spec, cfg, facts, k, fns), (out.state, answers))
+    return out
+
+
+def _stage_program(spec, cfg, facts, k: int, fns: tuple):
+    """Stage ``k`` of the probe's plan, jitted and vmapped over the substrates; it holds no model, so the
+    executable store keys it without one (every model shares it)."""
+    key = ("stage", spec.name, spec.plan, cfg, facts, k)
+    if key not in _COMPILED:
+        run = jax.jit(jax.vmap(fns[k]))
+        _remember(key, None, run, ("stage", spec.plan, k, cfg, facts))
+    return _COMPILED[key][1]
+
+
+#: items of a chunked kind (``evaluate``, ``tangent``) evaluated by one call of its program
+CHUNK = 64
+
+
+def _kernel(model: Model, kind: str, options: tuple):
+    """The one program of (model, kind, options): the kind's item function vmapped over a chunk of items."""
+    key = (id(model), "kernel", kind, options)
+    if key not in _COMPILED:
+        fn = kinds.KINDS[kind]
+        opts = dict(options)
+        run = jax.jit(jax.vmap(lambda *args: fn(model, *args, **opts)))
+        _remember(key, model, run, ("kernel", fn, options, model))
+    return _COMPILED[key][1]
+
+
+def _chunk(model: Model, kind: str, n_items: int) -> int:
+    """Items per call: a fixed chunk for many small items (one shape class), all at once for a loop kind;
+    at most ``model.max_batch``."""
+    size = CHUNK if kind in kinds.CHUNKED else n_items
+    return max(1, min(size, model.max_batch) if model.max_batch else size)
+
+
+def _flatten_items(req) -> tuple[tuple[int, ...], int, tuple]:
+    lead_nd = 1 + req.batch_ndim  # the substrates' axis, then the request's own batch axes
+    lead = tuple(jax.tree.leaves(req.args)[0].shape[:lead_nd])
+    n = int(np.prod(lead))
+    flat = jax.tree.map(lambda x: jnp.reshape(x, (n, *x.shape[lead_nd:])), req.args)
+    return lead, n, flat
+
+
+def _padded_chunks(flat: tuple, n: int, size: int) -> list[tuple]:
+    """``flat`` cut into chunks of ``size`` items, the last padded by repeating the last item."""
+    n_chunks = -(-n // size)
+    idx = np.minimum(np.arange(n_chunks * size), n - 1)
+    padded = flat if n_chunks * size == n else jax.tree.map(lambda x: x[idx], flat)
+    return [jax.tree.map(lambda x, c=c: x[c * size:(c + 1) * size], padded) for c in range(n_chunks)]
+
+
+def _memo_key(req) -> tuple:
+    leaves, treedef = jax.tree_util.tree_flatten(req.args)
+    import hashlib
+    h = hashlib.sha256()
+    for x in leaves:
+        a = np.asarray(jax.random.key_data(x) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key) else x)
+        h.update(f"{a.dtype}{a.shape}".encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    return (req.kind, req.options, req.batch_ndim, str(treedef), h.hexdigest())
+
+
+def _answer(model: Model, requests: Any, memo: dict[Any, Any]) -> Any:
+    """Answer every request of a batched stage output with the kernels, chunk by chunk.
+
+    Requests of a loop kind (relaxations, trajectories) with identical inputs are answered once per run
+    (``memo``); a shared :class:`~jaxcert.kinds.Fresh` answer is returned with ``fresh`` False, so its
+    evaluations are charged to the probe that asked first (docs/probes.md §5).
+    """
+    def one(req):
+        lead, n, flat = _flatten_items(req)
+        mkey = _memo_key(req) if req.kind not in kinds.CHUNKED else None
+        if mkey is not None and mkey in memo:
+            out = jax.tree.map(lambda x: x, memo[mkey], is_leaf=lambda x: isinstance(x, kinds.Fresh))
+            out = jax.tree.map(lambda f: f._replace(fresh=jnp.zeros_like(f.fresh)) if isinstance(f, kinds.Fresh)
+                               else f, out, is_leaf=lambda x: isinstance(x, kinds.Fresh))
+        else:
+            run = _kernel(model, req.kind, req.options)
+            size = _chunk(model, req.kind, n)
+            parts = [_call(run, chunk) for chunk in _padded_chunks(flat, n, size)]
+            out = parts[0] if len(parts) == 1 else jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts)
+            out = jax.tree.map(lambda x: x[:n], out)
+            if mkey is not None:
+                memo[mkey] = out
+        return jax.tree.map(lambda x: jnp.reshape(x, (*lead, *x.shape[1:])), out)
+
+    return jax.tree.map(one, requests, is_leaf=lambda x: isinstance(x, kinds.Request))
 
 
 #: (program, input signature) -> compiled executable; filled by the compile-ahead threads and on demand.
@@ -634,13 +700,14 @@ def compile_workers_default() -> int:
 
 def _compile_ahead(model: Model, names: list[str], configs: dict[str, Any], batch_for, elements, seed: int,
                    share_trajectory: bool, workers: int | None) -> _Ahead:
-    """Trace and compile every probe program of this run in worker threads, in run order.
+    """Trace and compile the programs of this run in worker threads, in run order.
 
-    Inputs are built here (in the calling thread); each task lowers the probe's vmapped program on
-    them, or on the abstract shapes of the shared trajectory, and compiles it into
-    :data:`_EXECUTABLES`. The run itself stays sequential and looks the executables up by signature,
-    so a prediction that does not match (a later probe asking for a longer trajectory) only means
-    that program compiles on demand.
+    Inputs are built here (in the calling thread). For a probe with a plan, each task walks its stages on
+    abstract values (:func:`jax.eval_shape`): stage 0 on the keys and substrates, then the kernels of its
+    requests on the chunk shapes they will get, then the next stage on the answers' shapes, and compiles each
+    program into :data:`_EXECUTABLES` (a kernel shared with an earlier probe is found there). A probe without
+    a plan compiles its one program. The run stays sequential and looks executables up by signature, so a
+    prediction that does not match only means that program compiles on demand.
     """
     workers = compile_workers_default() if workers is None else inputs.integer("compile_workers", workers,
                                                                               minimum=0)
@@ -648,8 +715,6 @@ def _compile_ahead(model: Model, names: list[str], configs: dict[str, Any], batc
         return _Ahead(None)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="jaxcert-compile")
     ahead = _Ahead(pool)
-    shared: dict[str, Any] = {}
-    traj_shape = None
     for name in names:
         spec = PROBES[name]
         cfg = configs.get(name, spec.config())
@@ -659,20 +724,41 @@ def _compile_ahead(model: Model, names: list[str], configs: dict[str, Any], batc
             batch = batch_for(spec.substrate)
         except Exception:  # noqa: BLE001 - the run reports it when the probe's turn comes
             continue
-        statmech = name in STATMECH and share_trajectory
-        keys = probe_keys(seed, "trajectory" if statmech else name, len(elements))
-        if statmech:
-            if traj_shape is None:
-                thermostat, n_steps = _trajectory_settings(cfg, shared)
-                shared.update(thermostat=thermostat, n_steps=n_steps)
-                traj_run = _trajectory_program(model, thermostat, n_steps)
-                ahead.futures["trajectory"] = pool.submit(_executable, traj_run, (keys, batch))
-                traj_shape = pool.submit(_out_shape, traj_run, (keys, batch))
-            run = _compiled(model, spec, cfg, ("trajectory",))
-            ahead.futures[name] = pool.submit(
-                lambda run=run, keys=keys, batch=batch, shape=traj_shape: _executable(run, (keys, batch,
-                                                                                            shape.result())))
+        keys = probe_keys(seed, _stream(spec, share_trajectory), len(elements))
+        if spec.plan is None:
+            ahead.futures[name] = pool.submit(_executable, _compiled(model, spec, cfg, ()), (keys, batch))
         else:
-            run = _compiled(model, spec, cfg, ())
-            ahead.futures[name] = pool.submit(_executable, run, (keys, batch))
+            ahead.futures[name] = pool.submit(_walk_abstract, model, spec, cfg, keys, batch)
     return ahead
+
+
+def _abstract(tree: Any) -> Any:
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), tree)
+
+
+def _walk_abstract(model: Model, spec, cfg, keys: jax.Array, batch: Structure) -> None:
+    """Compile every program of the probe's plan on abstract inputs (see :func:`_compile_ahead`)."""
+    facts = stages.facts_of(model)
+    fns = spec.plan(cfg, facts)
+    args: tuple = (keys, batch)
+    for k in range(len(fns)):
+        run = _stage_program(spec, cfg, facts, k, fns)
+        _executable(run, args)
+        if k == len(fns) - 1:
+            return
+        out = _out_shape(run, args)
+        args = (out.state, jax.tree.map(lambda r: _abstract_answer(model, r), out.requests,
+                                        is_leaf=lambda x: isinstance(x, kinds.Request)))
+
+
+def _abstract_answer(model: Model, req) -> Any:
+    """Compile the request's kernel for the chunk shape it will get and return its answer's abstract shape."""
+    lead_nd = 1 + req.batch_ndim
+    lead = tuple(jax.tree.leaves(req.args)[0].shape[:lead_nd])
+    n = int(np.prod(lead))
+    size = _chunk(model, req.kind, n)
+    chunk = jax.tree.map(lambda x: jax.ShapeDtypeStruct((size, *x.shape[lead_nd:]), x.dtype), req.args)
+    run = _kernel(model, req.kind, req.options)
+    _executable(run, chunk)
+    out = _out_shape(run, chunk)
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct((*lead, *x.shape[1:]), x.dtype), out)
