@@ -40,14 +40,15 @@ jvp, and the force); the FD path M (one call per geometry, as the reference).
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
+from jaxcert import kinds
 from jaxcert.derivatives import EXACT, fd_step
 from jaxcert.model import Model
+from jaxcert.probes import stages
 from jaxcert.probes.base import (
     ProbeResult,
     ProbeSpec,
@@ -128,49 +129,81 @@ def conservativeness(
     """
     del key
     s = resolve_substrate(model, substrate, "cluster")
+    _require_bond(s)
+    return stages.run(model, plan, config, None, s)
+
+
+def _require_bond(s: Structure) -> None:
     require_atoms(s, 2, "conservativeness", "a bond to stretch: with one atom every displacement is a translation")
-    return _conservativeness(model, s, config)
 
 
-@functools.partial(jax.jit, static_argnames=("cfg",))
-def _conservativeness(model: Model, s: Structure, cfg: ConservativenessConfig) -> ProbeResult:
+def plan(cfg: ConservativenessConfig, facts: stages.Facts):
+    """Stages (docs/architecture.md "Kinds and stages"): build the scan geometries of atom j moved by s_k û and
+    ask for E, F there (``evaluate``) and, exact engine, for dE/ds (``tangent`` along û e_j); then reduce.
+    The FD engine takes the 5-point stencil on the grid's own energies in the reduce stage (the reference
+    recipe, as ``derivatives._bond_scan_on_grid``)."""
+    del facts
     engine = cfg.derivatives
-    dt = s.positions.dtype
-    m, budget_limited, h_min, round_off = _grid_size(cfg, s)
-    rho = cfg.scan_range_a
-    bond = bond_of(s, cfg.bond)
-    i, j = bond[0], bond[1]
-    grid = jnp.linspace(-rho, rho, m, dtype=dt)
-    h = grid[1] - grid[0]
 
-    if not engine.exact:  # the reference recipe: the 5-point stencil on the grid's own energies
-        E, g, p = engine.bond_scan(model, s, i, j, grid, on_grid=True)
-        resid = jnp.abs(p[2:-2] - g[2:-2])
-        n_evals = m
-    else:
-        E, g, p = engine.bond_scan(model, s, i, j, grid)
-        resid = jnp.abs(p - g)
-        n_evals = 2 * m
+    def ask(key, s):
+        del key
+        _require_bond(s)
+        dt = s.positions.dtype
+        m, _, _, _ = _grid_size(cfg, s)
+        bond = bond_of(s, cfg.bond)
+        i, j = bond[0], bond[1]
+        grid = jnp.linspace(-cfg.scan_range_a, cfg.scan_range_a, m, dtype=dt)
+        d_u = s.positions[j] - s.positions[i]
+        u = d_u / jnp.linalg.norm(d_u)
+        Rg = jax.vmap(lambda off: s.positions.at[j].add(off * u))(grid)  # (m, n, 3)
+        sg = kinds.items(s, Rg)
+        requests = {"outputs": kinds.evaluate(sg)}
+        if engine.exact:
+            dR = jnp.broadcast_to(jnp.zeros_like(s.positions).at[j].set(u), Rg.shape)
+            requests["slope"] = kinds.tangent(sg, dR, engine)
+        return stages.Ask((bond, u, grid, s), requests)
 
-    d = jnp.mean(resid)
-    details = {
-        "bond": bond,
-        "scan_range": jnp.asarray(rho, dt),
-        "n_points": jnp.asarray(m, jnp.int32),
-        "step": h,
-        "step_min_for_precision": jnp.asarray(h_min, dt),
-        "precision": jnp.asarray(precision_bits(s), jnp.int32),
-        "round_off_limited": jnp.asarray(round_off),
-        "scale": jnp.asarray(cfg.scale, dt),
-        "max_residual": jnp.max(resid),
-        "s_grid": grid,
-        "energies": E,
-        "projected_force": p,
-        "force_from_energy": g,
-        "budget_limited": jnp.asarray(budget_limited),
-        "exact": jnp.asarray(engine.exact),
-    }
-    return finalize(d, score_map(d, cfg.scale), d < cfg.gate_threshold, n_evals, details)
+    def reduce(state, answers):
+        bond, u, grid, s = state
+        dt = s.positions.dtype
+        m, budget_limited, h_min, round_off = _grid_size(cfg, s)
+        j = bond[1]
+        h = grid[1] - grid[0]
+        out = answers["outputs"]
+        E = out.energy
+        p = out.forces[:, j] @ u
+        if not engine.exact:  # the reference recipe: the 5-point stencil on the grid's own energies
+            g_in = -(E[:-4] - 8 * E[1:-3] + 8 * E[3:-1] - E[4:]) / (12 * h)
+            nan2 = jnp.full((2,), jnp.nan, dt)
+            g = jnp.concatenate([nan2, g_in, nan2])
+            resid = jnp.abs(p[2:-2] - g[2:-2])
+            n_evals = m
+        else:
+            g = -answers["slope"].energy
+            resid = jnp.abs(p - g)
+            n_evals = 2 * m
+
+        d = jnp.mean(resid)
+        details = {
+            "bond": bond,
+            "scan_range": jnp.asarray(cfg.scan_range_a, dt),
+            "n_points": jnp.asarray(m, jnp.int32),
+            "step": h,
+            "step_min_for_precision": jnp.asarray(h_min, dt),
+            "precision": jnp.asarray(precision_bits(s), jnp.int32),
+            "round_off_limited": jnp.asarray(round_off),
+            "scale": jnp.asarray(cfg.scale, dt),
+            "max_residual": jnp.max(resid),
+            "s_grid": grid,
+            "energies": E,
+            "projected_force": p,
+            "force_from_energy": g,
+            "budget_limited": jnp.asarray(budget_limited),
+            "exact": jnp.asarray(engine.exact),
+        }
+        return finalize(d, score_map(d, cfg.scale), d < cfg.gate_threshold, n_evals, details)
+
+    return ask, reduce
 
 
-register(ProbeSpec("conservativeness", conservativeness, ConservativenessConfig, "cluster"))
+register(ProbeSpec("conservativeness", conservativeness, ConservativenessConfig, "cluster", plan=plan))

@@ -105,10 +105,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert import batching
+from jaxcert import batching, kinds
 from jaxcert.derivatives import EXACT, voigt_strain
 from jaxcert.model import Model, strain, voigt
 from jaxcert.neighbors import det3, inv3
+from jaxcert.probes import stages
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, require_stress, resolve_substrate
 from jaxcert.relax import RelaxResult, bfgs
 from jaxcert.structure import Structure
@@ -270,90 +271,155 @@ def cross_maxwell(
     """
     s = resolve_substrate(model, substrate, "p2mm")
     require_stress(model, s)
-    engine = config.derivatives
+    return stages.run(model, plan, config, key, s)
+
+
+def _relax_cell(model: Model, s: Structure, fmax: jax.Array, max_steps: jax.Array, *, extra_images: int):
+    """The ``relax_cell`` kind (per item): :func:`relax_positions_and_cell`; the relaxed structure's static
+    ``images`` are the input's raised by ``extra_images`` per periodic axis (predictable from the request)."""
+    return relax_positions_and_cell(model, s, fmax, max_steps, extra_images)
+
+
+kinds.register("relax_cell", _relax_cell)
+
+
+def relax_cell_request(s: Structure, fmax: Any, max_steps: Any, extra_images: int) -> kinds.Request:
+    """A ``relax_cell`` request (any leading batch axes on ``s``): answered by ``(relaxed, RelaxResult)``."""
+    nb = s.positions.ndim - 2
+    shape = s.positions.shape[:nb]
     dt = s.positions.dtype
-    n_evals = jnp.asarray(0, jnp.int32)
-    relax_fmax = jnp.asarray(jnp.nan, dt)
-    relax_steps = jnp.asarray(0, jnp.int32)
-    if config.relax_cell:
-        s, res = relax_positions_and_cell(model, s, config.relax_fmax, config.relax_steps, config.relax_extra_images)
-        n_evals = n_evals + res.steps.astype(jnp.int32) + 1
-        relax_fmax, relax_steps = res.fmax, res.steps.astype(jnp.int32)
+    return kinds.Request("relax_cell", (s, jnp.broadcast_to(jnp.asarray(fmax, dt), shape),
+                                        jnp.broadcast_to(jnp.asarray(max_steps, jnp.int32), shape)),
+                         (("extra_images", int(extra_images)),), nb)
 
-    params = model.params
-    n = s.n_atoms
-    F = model.forces_of(params, s)
-    sigma = voigt(model.stress_of(params, s))
-    lhs_all = engine.stress_position(model, s).astype(dt)  # (6, n, 3) = V dσ_m/dR_j
-    rhs_all = jnp.moveaxis(engine.force_strain(model, s).astype(dt), -1, 0)  # (6, n, 3) = dF_j/dγ_m
-    B = engine.stress_strain(model, s).astype(dt)  # (6, 6), B[m, n] = dσ_m/dγ_n
-    Em = strain_basis(dt)
-    force_term = jnp.einsum("mab,jb->mja", Em, F)  # (E_m F_j)_a
-    t = jnp.asarray(TRACE_VOIGT, dt)
-    V = s.volume
-    tau = energy_torque(engine, model, s).astype(dt) if config.prestress_correction else jnp.zeros((3, 3), dt)
-    C_corr = B + sigma[:, None] * t[None, :] - jnp.einsum("ab,mac,ncb->mn", tau, Em, Em) / V
 
-    def residual(lhs, rhs):
-        den = jnp.maximum(jnp.maximum(jnp.abs(lhs), jnp.abs(rhs)), config.floor)
-        return jnp.abs(lhs + rhs) / den
+def _check(model: Model, s: Structure, config: CrossMaxwellConfig) -> None:
+    """The static skips (no pbc, no stress; :func:`~jaxcert.probes.base.require_stress`)."""
+    del config
+    require_stress(model, s)
 
-    def asym(C):
-        return jnp.linalg.norm(C - C.T) / (jnp.linalg.norm(C) + 1e-12)
 
-    rhs_eff_all = rhs_all + force_term if config.prestress_correction else rhs_all
-    C = C_corr if config.prestress_correction else B
+def plan(cfg: CrossMaxwellConfig, facts: stages.Facts):
+    """Stages (docs/architecture.md "Kinds and stages"): optionally relax positions and cell (the module's
+    ``relax_cell`` kind); ask for the outputs (F, σ), the 3N position tangents (σ tangents: V ∂σ/∂R), the six
+    deformation tangents along E_m (F and σ tangents: ∂F/∂γ, B) and, with the prestress correction, the three
+    along the rotation generators Ω_k (energy tangents: the torque τ); then reduce."""
+    del facts
+    engine = cfg.derivatives
 
-    # random pairs: j uniform over the Cartesian DOFs of the real atoms, then m uniform over 6
-    k_j, k_m = jax.random.split(key)
-    n_real = jnp.sum(s.mask.astype(jnp.int32))
-    real_index = jnp.argsort(~s.mask, stable=True)  # real atoms first, in order
-    j = jax.random.randint(k_j, (config.n_pairs,), 0, 3 * n_real)
-    m = jax.random.randint(k_m, (config.n_pairs,), 0, 6)
-    atom, comp = real_index[j // 3], j % 3
-    lhs = lhs_all[m, atom, comp]
-    rhs = rhs_all[m, atom, comp]
-    corr = force_term[m, atom, comp]
-    r_p = residual(lhs, rhs_eff_all[m, atom, comp])
-    d_lambda = jnp.mean(r_p)
-    d_b = asym(C)
+    def measure(key, s, relax_info):
+        dt = s.positions.dtype
+        n = s.n_atoms
 
-    real = jnp.broadcast_to(s.mask[None, :, None], lhs_all.shape).astype(dt)
-    full = residual(lhs_all, rhs_eff_all)
-    d_lambda_full = jnp.sum(real * full) / jnp.sum(real)
-    d_lambda_raw = jnp.mean(residual(lhs, rhs))
+        def at(k):
+            return kinds.items(s, jnp.broadcast_to(s.positions, (k, *s.positions.shape)))
 
-    defect = 0.5 * (d_lambda + d_b)
-    score = jnp.exp(-jnp.abs(defect) / config.scale)
-    gate = (d_lambda < config.gate) & (d_b < config.gate)
-    details = {
-        "n_pairs": jnp.asarray(config.n_pairs),
-        "delta": jnp.asarray(engine.step(s), dt),
-        "floor": jnp.asarray(config.floor, dt),
-        "lambda": jnp.asarray(config.scale, dt),
-        "relaxed": jnp.asarray(config.relax_cell),
-        "relax_fmax": relax_fmax,
-        "relax_steps": relax_steps,
-        "d_Lambda": d_lambda,
-        "d_B": d_b,
-        "d_Lambda_full": d_lambda_full,
-        "d_Lambda_uncorrected": d_lambda_raw,
-        "d_B_uncorrected": asym(B),
-        "strain_block_B": B,
-        "strain_block_C": C,
-        "stress_voigt": sigma,
-        "energy_torque": jnp.stack([tau[1, 2], tau[0, 2], tau[0, 1]]),
-        "max_force": jnp.sqrt(jnp.max(jnp.sum(F * F, -1))),
-        "pairs": jnp.stack([j.astype(dt), m.astype(dt), lhs, rhs], axis=1),
-        "prestress_force_term": corr,
-        "pair_residuals": r_p,
-    }
-    torque_cost = engine.cost(3, exact_cost=1) if config.prestress_correction else 0
-    n_evals = n_evals + 1 + engine.cost(3 * n + 12) + torque_cost
-    return finalize(defect, score, gate, n_evals, details)
+        requests = {
+            "out": kinds.evaluate(s),
+            "position": kinds.tangent(at(3 * n), jnp.eye(3 * n, dtype=dt).reshape(3 * n, n, 3), engine),
+            "strain": kinds.tangent(at(6), strain_basis(dt), engine, wrt="deformation"),
+        }
+        if cfg.prestress_correction:
+            requests["torque"] = kinds.tangent(at(3), _rotation_generators(dt), engine, wrt="deformation")
+        return stages.Ask((key, s, relax_info), requests)
+
+    def reduce(state, ans):
+        key, s, relax_info = state
+        dt = s.positions.dtype
+        n = s.n_atoms
+        F = ans["out"].forces
+        sigma = voigt(ans["out"].stress)
+        lhs_all = (jnp.abs(det3(s.cell)) * voigt(ans["position"].stress).T).reshape(6, n, 3).astype(dt)  # V dσ_m/dR_j
+        rhs_all = ans["strain"].forces.astype(dt)  # (6, n, 3) = dF_j/dγ_m
+        B = voigt(ans["strain"].stress).T.astype(dt)  # (6, 6), B[m, n] = dσ_m/dγ_n
+        Em = strain_basis(dt)
+        force_term = jnp.einsum("mab,jb->mja", Em, F)  # (E_m F_j)_a
+        t = jnp.asarray(TRACE_VOIGT, dt)
+        V = s.volume
+        if cfg.prestress_correction:
+            tau = (0.5 * jnp.einsum("k,kab->ab", ans["torque"].energy, _rotation_generators(dt))).astype(dt)
+        else:
+            tau = jnp.zeros((3, 3), dt)
+        C_corr = B + sigma[:, None] * t[None, :] - jnp.einsum("ab,mac,ncb->mn", tau, Em, Em) / V
+
+        def residual(lhs, rhs):
+            den = jnp.maximum(jnp.maximum(jnp.abs(lhs), jnp.abs(rhs)), cfg.floor)
+            return jnp.abs(lhs + rhs) / den
+
+        def asym(C):
+            return jnp.linalg.norm(C - C.T) / (jnp.linalg.norm(C) + 1e-12)
+
+        rhs_eff_all = rhs_all + force_term if cfg.prestress_correction else rhs_all
+        C = C_corr if cfg.prestress_correction else B
+
+        # random pairs: j uniform over the Cartesian DOFs of the real atoms, then m uniform over 6
+        k_j, k_m = jax.random.split(key)
+        n_real = jnp.sum(s.mask.astype(jnp.int32))
+        real_index = jnp.argsort(~s.mask, stable=True)  # real atoms first, in order
+        j = jax.random.randint(k_j, (cfg.n_pairs,), 0, 3 * n_real)
+        m = jax.random.randint(k_m, (cfg.n_pairs,), 0, 6)
+        atom, comp = real_index[j // 3], j % 3
+        lhs = lhs_all[m, atom, comp]
+        rhs = rhs_all[m, atom, comp]
+        corr = force_term[m, atom, comp]
+        r_p = residual(lhs, rhs_eff_all[m, atom, comp])
+        d_lambda = jnp.mean(r_p)
+        d_b = asym(C)
+
+        real = jnp.broadcast_to(s.mask[None, :, None], lhs_all.shape).astype(dt)
+        full = residual(lhs_all, rhs_eff_all)
+        d_lambda_full = jnp.sum(real * full) / jnp.sum(real)
+        d_lambda_raw = jnp.mean(residual(lhs, rhs))
+
+        defect = 0.5 * (d_lambda + d_b)
+        score = jnp.exp(-jnp.abs(defect) / cfg.scale)
+        gate = (d_lambda < cfg.gate) & (d_b < cfg.gate)
+        relax_fmax, relax_steps, n_evals = relax_info
+        details = {
+            "n_pairs": jnp.asarray(cfg.n_pairs),
+            "delta": jnp.asarray(engine.step(s), dt),
+            "floor": jnp.asarray(cfg.floor, dt),
+            "lambda": jnp.asarray(cfg.scale, dt),
+            "relaxed": jnp.asarray(cfg.relax_cell),
+            "relax_fmax": relax_fmax,
+            "relax_steps": relax_steps,
+            "d_Lambda": d_lambda,
+            "d_B": d_b,
+            "d_Lambda_full": d_lambda_full,
+            "d_Lambda_uncorrected": d_lambda_raw,
+            "d_B_uncorrected": asym(B),
+            "strain_block_B": B,
+            "strain_block_C": C,
+            "stress_voigt": sigma,
+            "energy_torque": jnp.stack([tau[1, 2], tau[0, 2], tau[0, 1]]),
+            "max_force": jnp.sqrt(jnp.max(jnp.sum(F * F, -1))),
+            "pairs": jnp.stack([j.astype(dt), m.astype(dt), lhs, rhs], axis=1),
+            "prestress_force_term": corr,
+            "pair_residuals": r_p,
+        }
+        torque_cost = engine.cost(3, exact_cost=1) if cfg.prestress_correction else 0
+        n_evals = n_evals + 1 + engine.cost(3 * n + 12) + torque_cost
+        return finalize(defect, score, gate, n_evals, details)
+
+    if not cfg.relax_cell:
+        def ask(key, s):
+            dt = s.positions.dtype
+            return measure(key, s, (jnp.asarray(jnp.nan, dt), jnp.asarray(0, jnp.int32), jnp.asarray(0, jnp.int32)))
+
+        return ask, reduce
+
+    def ask_relax(key, s):
+        return stages.Ask(key, relax_cell_request(s, cfg.relax_fmax, cfg.relax_steps, cfg.relax_extra_images))
+
+    def relaxed(key, ans):
+        s, res = ans
+        steps = res.steps.astype(jnp.int32)
+        return measure(key, s, (res.fmax, steps, steps + 1))
+
+    return ask_relax, relaxed, reduce
 
 
 register(ProbeSpec(
     name="cross_maxwell", fn=cross_maxwell, config=CrossMaxwellConfig, substrate="p2mm",
-    target=0.0, gated=True, needs_stress=True, needs_pbc=True,
+    target=0.0, gated=True, needs_stress=True, needs_pbc=True, plan=plan, check=_check,
 ))

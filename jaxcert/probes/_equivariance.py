@@ -36,9 +36,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcert import batching
+from jaxcert import kinds
 from jaxcert.derivatives import EXACT
 from jaxcert.model import Model
+from jaxcert.probes import stages
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, resolve_substrate
 from jaxcert.structure import Structure
 
@@ -129,43 +130,55 @@ def equivariance(
       energy_residuals (n_rot,), force_residuals (n_rot,), rotations (n_rot, 3, 3).
     """
     s = resolve_substrate(model, substrate, "cluster")
-    params = model.params
-    dt = s.positions.dtype
-    Q = random_rotations(key, config.n_rot, dt, haar=config.haar)
-    centre = _centroid(s)
-    real = s.mask[:, None]
+    return stages.run(model, plan, config, key, s)
 
-    def evaluate(R):
-        return model.energy_and_forces_of(params, s.replace(positions=R))
 
-    E0, F0 = evaluate(s.positions)
+def plan(cfg: EquivarianceConfig, facts: stages.Facts):
+    """Stages (docs/architecture.md "Kinds and stages"): draw the rotations and ask for E, F at the
+    reference and the n_rot rotated geometries (one batched ``evaluate`` request); then reduce."""
+    del facts
 
-    def one(Qk):
-        R = jnp.where(real, (s.positions - centre) @ Qk.T + centre, s.positions)
-        E, F = evaluate(R)
-        e = jnp.abs(E - E0)
-        f = jnp.sqrt(jnp.sum(jnp.where(real, F - F0 @ Qk.T, 0.0) ** 2))
-        return e, f
+    def ask(key, s):
+        dt = s.positions.dtype
+        Q = random_rotations(key, cfg.n_rot, dt, haar=cfg.haar)
+        centre = _centroid(s)
+        real = s.mask[:, None]
+        R = jax.vmap(lambda Qk: jnp.where(real, (s.positions - centre) @ Qk.T + centre, s.positions))(Q)
+        R = jnp.concatenate([s.positions[None], R])  # item 0: the reference geometry
+        return stages.Ask((Q, s), kinds.evaluate(kinds.items(s, R)))
 
-    e, f = batching.vmap(one, model.max_batch)(Q)
-    e_bar, f_bar = jnp.mean(e), jnp.mean(f)
-    defect = e_bar / config.scale_energy + f_bar / config.scale_force
-    score = jnp.exp(-jnp.abs(defect))
-    gate = (e_bar < config.gate_energy) & (f_bar < config.gate_force)
-    details = {
-        "n_rot": jnp.asarray(config.n_rot),
-        "energy_residual": e_bar,
-        "force_residual": f_bar,
-        "scale_energy": jnp.asarray(config.scale_energy, dt),
-        "scale_force": jnp.asarray(config.scale_force, dt),
-        "energy_residuals": e,
-        "force_residuals": f,
-        "rotations": Q,
-    }
-    return finalize(defect, score, gate, 1 + config.n_rot, details)
+    def reduce(state, out):
+        Q, s = state
+        dt = s.positions.dtype
+        real = s.mask[:, None]
+        E0, F0 = out.energy[0], out.forces[0]
+
+        def one(Qk, E, F):
+            e = jnp.abs(E - E0)
+            f = jnp.sqrt(jnp.sum(jnp.where(real, F - F0 @ Qk.T, 0.0) ** 2))
+            return e, f
+
+        e, f = jax.vmap(one)(Q, out.energy[1:], out.forces[1:])
+        e_bar, f_bar = jnp.mean(e), jnp.mean(f)
+        defect = e_bar / cfg.scale_energy + f_bar / cfg.scale_force
+        score = jnp.exp(-jnp.abs(defect))
+        gate = (e_bar < cfg.gate_energy) & (f_bar < cfg.gate_force)
+        details = {
+            "n_rot": jnp.asarray(cfg.n_rot),
+            "energy_residual": e_bar,
+            "force_residual": f_bar,
+            "scale_energy": jnp.asarray(cfg.scale_energy, dt),
+            "scale_force": jnp.asarray(cfg.scale_force, dt),
+            "energy_residuals": e,
+            "force_residuals": f,
+            "rotations": Q,
+        }
+        return finalize(defect, score, gate, 1 + cfg.n_rot, details)
+
+    return ask, reduce
 
 
 register(ProbeSpec(
     name="equivariance", fn=equivariance, config=EquivarianceConfig, substrate="cluster",
-    target=0.0, gated=True, needs_stress=False, needs_pbc=False,
+    target=0.0, gated=True, needs_stress=False, needs_pbc=False, plan=plan,
 ))

@@ -37,9 +37,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from jaxcert import kinds
 from jaxcert.derivatives import EXACT
 from jaxcert.model import Model, voigt
 from jaxcert.neighbors import inv3
+from jaxcert.probes import stages
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, require_stress, resolve_substrate
 from jaxcert.structure import Structure
 
@@ -92,30 +94,45 @@ def parity(
       improper_channel_xy, proper_control_shear, stress_pred_voigt, stress_image_voigt,
       stress_sym_voigt (eV/Å³).
     """
-    del key
     s = resolve_substrate(model, substrate, "p2mm")
     require_stress(model, s)
-    dt = s.positions.dtype
-    sigma = model.stress_of(model.params, s)
-    sigma_p = model.stress_of(model.params, inversion_image(s))
-    sym = 0.5 * (sigma + sigma_p)
-    odd = sigma - sym
-    norm_sym = jnp.linalg.norm(sym) + 1e-30
-    defect = jnp.linalg.norm(odd) / norm_sym
-    score = jnp.exp(-jnp.abs(defect) / config.scale)
-    details = {
-        "lambda": jnp.asarray(config.scale, dt),
-        "d_parity": defect,
-        "improper_channel_xy": jnp.abs(odd[0, 1]) / norm_sym,
-        "proper_control_shear": jnp.maximum(jnp.abs(odd[0, 2]), jnp.abs(odd[1, 2])) / norm_sym,
-        "stress_pred_voigt": voigt(sigma),
-        "stress_image_voigt": voigt(sigma_p),
-        "stress_sym_voigt": voigt(sym),
-    }
-    return finalize(defect, score, defect < config.gate, 2, details)
+    return stages.run(model, plan, config, key, s)
+
+
+def plan(cfg: ParityConfig, facts: stages.Facts):
+    """Stages (docs/architecture.md "Kinds and stages"): ask for the outputs of ``s`` and of its inversion image
+    (one batched ``evaluate`` request of two items); then reduce their stresses."""
+    del facts
+
+    def ask(key, s):
+        del key
+        R = jnp.stack([s.positions, inversion_image(s).positions])
+        return stages.Ask(s, kinds.evaluate(kinds.items(s, R)))
+
+    def reduce(s, out):
+        dt = s.positions.dtype
+        sigma, sigma_p = out.stress[0], out.stress[1]
+        sym = 0.5 * (sigma + sigma_p)
+        odd = sigma - sym
+        norm_sym = jnp.linalg.norm(sym) + 1e-30
+        defect = jnp.linalg.norm(odd) / norm_sym
+        score = jnp.exp(-jnp.abs(defect) / cfg.scale)
+        details = {
+            "lambda": jnp.asarray(cfg.scale, dt),
+            "d_parity": defect,
+            "improper_channel_xy": jnp.abs(odd[0, 1]) / norm_sym,
+            "proper_control_shear": jnp.maximum(jnp.abs(odd[0, 2]), jnp.abs(odd[1, 2])) / norm_sym,
+            "stress_pred_voigt": voigt(sigma),
+            "stress_image_voigt": voigt(sigma_p),
+            "stress_sym_voigt": voigt(sym),
+        }
+        return finalize(defect, score, defect < cfg.gate, 2, details)
+
+    return ask, reduce
 
 
 register(ProbeSpec(
     name="parity", fn=parity, config=ParityConfig, substrate="p2mm",
-    target=0.0, gated=True, needs_stress=True, needs_pbc=True,
+    target=0.0, gated=True, needs_stress=True, needs_pbc=True, plan=plan,
+    check=lambda model, s, cfg: require_stress(model, s),
 ))

@@ -30,15 +30,15 @@ Budget (``max_evals``): while M > max_evals and M > 11, M −= 2 (pescert's rule
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from jaxcert import batching
+from jaxcert import kinds
 from jaxcert.derivatives import EXACT
 from jaxcert.model import Model
+from jaxcert.probes import stages
 from jaxcert.probes.base import ProbeResult, ProbeSpec, bond_of, finalize, register, require_atoms, resolve_substrate
 from jaxcert.structure import Structure
 
@@ -130,48 +130,68 @@ def smoothness(
     """
     del key
     s = resolve_substrate(model, substrate, "cluster")
+    _require_bond(s)
+    return stages.run(model, plan, config, None, s)
+
+
+def _require_bond(s: Structure) -> None:
     require_atoms(s, 2, "smoothness", "a bond to scan: with one atom every displacement is a translation")
-    return _smoothness(model, s, config)
 
 
-@functools.partial(jax.jit, static_argnames=("cfg",))
-def _smoothness(model: Model, s: Structure, cfg: SmoothnessConfig) -> ProbeResult:
-    dt = s.positions.dtype
+def _grid_size(cfg: SmoothnessConfig) -> tuple[int, bool]:
+    """Static (M, budget_limited) after the budget rule."""
     m = int(cfg.n_points)
     budget_limited = False
     if cfg.max_evals is not None:
         while m > cfg.max_evals and m > 11:
             m -= 2
             budget_limited = True
-    bond = bond_of(s, cfg.bond)
-    i, j = bond[0], bond[1]
-    d_u = s.positions[j] - s.positions[i]
-    b = jnp.linalg.norm(d_u)
-    u = d_u / b
-    grid = jnp.linspace(-cfg.compress_frac * b, jnp.asarray(cfg.stretch_a, dt), m).astype(dt)
-
-    def one(off):
-        st = s.replace(positions=s.positions.at[j].add(off * u))
-        return model.energy_of(model.params, st), model.forces_of(model.params, st)[j] @ u
-
-    E, p = batching.vmap(one, model.max_batch)(grid)
-    t = smoothness_terms(E, p, cfg.jolt_threshold, cfg.flip_rel_tol)
-    D = t.pop("defect")
-    details = {
-        "bond": bond,
-        "bond_len": b,
-        "compress_frac": jnp.asarray(cfg.compress_frac, dt),
-        "stretch": jnp.asarray(cfg.stretch_a, dt),
-        "n_points": jnp.asarray(m, jnp.int32),
-        "scale": jnp.asarray(cfg.scale, dt),
-        **t,
-        "s_grid": grid,
-        "energies": E,
-        "projected_force": p,
-        "budget_limited": jnp.asarray(budget_limited),
-    }
-    score = jnp.exp(-jnp.abs(D) / cfg.scale)
-    return finalize(D, score, True, m, details)
+    return m, budget_limited
 
 
-register(ProbeSpec("smoothness", smoothness, SmoothnessConfig, "cluster", gated=False))
+def plan(cfg: SmoothnessConfig, facts: stages.Facts):
+    """Stages (docs/architecture.md "Kinds and stages"): build the scan geometries of atom j moved by s_k û and
+    ask for E, F there (``evaluate``); then reduce to the four penalties."""
+    del facts
+    m, budget_limited = _grid_size(cfg)
+
+    def ask(key, s):
+        del key
+        _require_bond(s)
+        dt = s.positions.dtype
+        bond = bond_of(s, cfg.bond)
+        i, j = bond[0], bond[1]
+        d_u = s.positions[j] - s.positions[i]
+        b = jnp.linalg.norm(d_u)
+        u = d_u / b
+        grid = jnp.linspace(-cfg.compress_frac * b, jnp.asarray(cfg.stretch_a, dt), m).astype(dt)
+        Rg = jax.vmap(lambda off: s.positions.at[j].add(off * u))(grid)  # (m, n, 3)
+        return stages.Ask((bond, b, u, grid), kinds.evaluate(kinds.items(s, Rg)))
+
+    def reduce(state, out):
+        bond, b, u, grid = state
+        dt = grid.dtype
+        E = out.energy
+        p = out.forces[:, bond[1]] @ u
+        t = smoothness_terms(E, p, cfg.jolt_threshold, cfg.flip_rel_tol)
+        D = t.pop("defect")
+        details = {
+            "bond": bond,
+            "bond_len": b,
+            "compress_frac": jnp.asarray(cfg.compress_frac, dt),
+            "stretch": jnp.asarray(cfg.stretch_a, dt),
+            "n_points": jnp.asarray(m, jnp.int32),
+            "scale": jnp.asarray(cfg.scale, dt),
+            **t,
+            "s_grid": grid,
+            "energies": E,
+            "projected_force": p,
+            "budget_limited": jnp.asarray(budget_limited),
+        }
+        score = jnp.exp(-jnp.abs(D) / cfg.scale)
+        return finalize(D, score, True, m, details)
+
+    return ask, reduce
+
+
+register(ProbeSpec("smoothness", smoothness, SmoothnessConfig, "cluster", gated=False, plan=plan))

@@ -8,10 +8,12 @@ Identity tested: with the engineering Voigt strain γ of docs/probes.md §1.2
            \qquad m = 0..5 \ (xx, yy, zz, yz, xz, xy),
 
 where σ^pred is the model's *stress output* (a direct stress head is tested as it
-is) and σ^E is taken from the *energy* by the configured engine: exact autodiff
-(:meth:`jaxcert.derivatives.Exact.energy_strain`, the default) or the
-reference's central difference over ±δ (``FiniteDifference()``, δ = 1e-3 in
-float64, the dtype-aware step of docs/probes.md §1.5 otherwise).
+is) and σ^E is taken from the *energy* by the configured engine, as the energy
+components of six ``tangent`` requests (:mod:`jaxcert.kinds`) along the
+deformations dA_m = ε(e_m) (:func:`jaxcert.derivatives.voigt_strain`; a step of
+δ in γ_m is a step of δ along dA_m): exact forward-mode tangents (the default)
+or the reference's central difference over ±δ (``FiniteDifference()``, δ = 1e-3
+in float64, the dtype-aware step of docs/probes.md §1.5 otherwise).
 
 Defect (docs/probes.md §4.8, §11.10) in the full-tensor Frobenius norm
 ‖v‖_T = √(v₀² + v₁² + v₂² + 2(v₃² + v₄² + v₅²)):
@@ -24,9 +26,10 @@ crystal (unscaled, unrattled, not relaxed).  Skipped (:class:`ProbeSkip`) for a
 non-periodic substrate or a model without a stress, with the reference's
 messages.
 
-Cost: exact, 2 model-evaluation equivalents (the stress output and one gradient
-of the energy with respect to the six strains); finite differences, 1 + 12 as
-the reference (1 + 24 with ``order=4``).
+Cost: exact, 2 model-evaluation equivalents (the stress output and the strain
+derivative of the energy, counted as the one reverse-mode gradient that gives all
+six components); finite differences, 1 + 12 as the reference (1 + 24 with
+``order=4``).
 """
 
 from __future__ import annotations
@@ -37,8 +40,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcert.derivatives import EXACT
+from jaxcert import kinds
+from jaxcert.derivatives import EXACT, voigt_strain
+from jaxcert.geometry import det3
 from jaxcert.model import Model, voigt
+from jaxcert.probes import stages
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, require_stress, resolve_substrate
 from jaxcert.structure import Structure
 
@@ -87,25 +93,49 @@ def stress_consistency(
     del key
     s = resolve_substrate(model, substrate, "bulk")
     require_stress(model, s)
-    engine = config.derivatives
-    dt = s.positions.dtype
-    sigma_pred = voigt(model.stress_of(model.params, s))
-    sigma_e = engine.energy_strain(model, s).astype(dt)
-    diff = sigma_pred - sigma_e
-    defect = tensor_norm(diff) / (tensor_norm(sigma_e) + 1e-12)
-    score = jnp.exp(-jnp.abs(defect) / config.scale)
-    details = {
-        "delta": jnp.asarray(engine.step(s), dt),
-        "scale": jnp.asarray(config.scale, dt),
-        "stress_pred_voigt": sigma_pred,
-        "stress_fd_voigt": sigma_e,
-        "abs_residual": jnp.linalg.norm(diff),
-    }
-    n_evals = 1 + engine.cost(6, exact_cost=1)
-    return finalize(defect, score, defect < config.gate, n_evals, details)
+    return stages.run(model, plan, config, None, s)
+
+
+def _check(model: Model, s: Structure, config: StressConsistencyConfig) -> None:
+    """The static skips (no pbc, no stress; :func:`~jaxcert.probes.base.require_stress`)."""
+    del config
+    require_stress(model, s)
+
+
+def plan(cfg: StressConsistencyConfig, facts: stages.Facts):
+    """Stages (docs/architecture.md "Kinds and stages"): ask for the outputs (σ^pred) and the six tangents of
+    the outputs along the deformations dA_m = ε(e_m) (the engineering Voigt strain directions); the energy
+    tangents over V₀ are σ^E; then reduce."""
+    del facts
+    engine = cfg.derivatives
+
+    def ask(key, s):
+        del key
+        dA = jax.vmap(voigt_strain)(jnp.eye(6, dtype=s.positions.dtype))  # (6, 3, 3): a step h in γ_m = h along dA_m
+        at = kinds.items(s, jnp.broadcast_to(s.positions, (6, *s.positions.shape)))
+        return stages.Ask(s, {"out": kinds.evaluate(s), "strain": kinds.tangent(at, dA, engine, wrt="deformation")})
+
+    def reduce(s, ans):
+        dt = s.positions.dtype
+        sigma_pred = voigt(ans["out"].stress)
+        sigma_e = (ans["strain"].energy / jnp.abs(det3(s.cell))).astype(dt)
+        diff = sigma_pred - sigma_e
+        defect = tensor_norm(diff) / (tensor_norm(sigma_e) + 1e-12)
+        score = jnp.exp(-jnp.abs(defect) / cfg.scale)
+        details = {
+            "delta": jnp.asarray(engine.step(s), dt),
+            "scale": jnp.asarray(cfg.scale, dt),
+            "stress_pred_voigt": sigma_pred,
+            "stress_fd_voigt": sigma_e,
+            "abs_residual": jnp.linalg.norm(diff),
+        }
+        n_evals = 1 + engine.cost(6, exact_cost=1)
+        return finalize(defect, score, defect < cfg.gate, n_evals, details)
+
+    return ask, reduce
 
 
 register(ProbeSpec(
     name="stress_consistency", fn=stress_consistency, config=StressConsistencyConfig, substrate="bulk",
-    target=0.0, gated=True, needs_stress=True, needs_pbc=True,
+    target=0.0, gated=True, needs_stress=True, needs_pbc=True, plan=plan, check=_check,
 ))

@@ -96,7 +96,7 @@ def test_clean_lj_at_round_off(dtype):
 
 
 def test_new_values_do_not_recompile():
-    from jaxcert.probes._conservativeness import _conservativeness as compiled
+    from jaxcert.probes.stages import _run as compiled
 
     s = cluster13()
     conservativeness(LJ, None, substrate=s)
