@@ -22,8 +22,10 @@ static, so ``jax.jit(f)(model, s)`` and closures over ``model`` both work.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -38,6 +40,32 @@ from jaxcert.structure import Structure, StructureError, UnsupportedStructure
 
 __all__ = ["Model", "StressUnavailable", "UnsupportedElement", "UnsupportedStructure", "strain", "voigt",
            "from_voigt"]
+
+
+#: set while the suite traces a model-free program (a probe's stage): the model must not be reached from it
+_MODEL_FREE = threading.local()
+
+
+class ModelInStage(RuntimeError):
+    """A probe's stage reached for the model (docs/architecture.md "Kinds and stages"): stages see only the
+    answers to their requests, so their programs can be shared by every model; this one cannot."""
+
+
+@contextlib.contextmanager
+def model_free() -> Iterator[None]:
+    """Within the block (one thread), any call of a model's energy, forces or stress raises :class:`ModelInStage`."""
+    before = getattr(_MODEL_FREE, "on", False)
+    _MODEL_FREE.on = True
+    try:
+        yield
+    finally:
+        _MODEL_FREE.on = before
+
+
+def _refuse_in_stage(model: Any) -> None:
+    if getattr(_MODEL_FREE, "on", False):
+        raise ModelInStage(f"a probe stage called model {model.name!r}: a stage must ask for model quantities "
+                           "with requests (jaxcert.kinds), never call the model")
 
 
 class StressUnavailable(ValueError):
@@ -278,10 +306,12 @@ class Model:
     # ------------------------------------------------------------ raw (pure)
     def energy_of(self, params: Any, s: Structure) -> jax.Array:
         """E(params, s) in eV (pure; ``s`` must be prepared; NaN if its image count does not cover the cell)."""
+        _refuse_in_stage(self)
         return _guard(s, self.energy_fn(params, s))
 
     def forces_of(self, params: Any, s: Structure) -> jax.Array:
         """Force output in eV/Å: the direct head if present, else −∇E."""
+        _refuse_in_stage(self)
         if self.forces_fn is not None:
             F = _guard(s, self.forces_fn(params, s))
         else:
@@ -298,6 +328,7 @@ class Model:
 
     def stress_of(self, params: Any, s: Structure) -> jax.Array:
         """Stress output (3, 3) in eV/Å³: the direct head if present, else from the energy."""
+        _refuse_in_stage(self)
         if not s.periodic:
             raise StressUnavailable("stress is undefined for a non-periodic structure (pbc all False)")
         if not self.stress_available:

@@ -57,7 +57,7 @@ from jaxcert import (
     kinds,
     substrates,
 )
-from jaxcert.model import Model, UnsupportedElement, is_unsupported_structure
+from jaxcert.model import Model, UnsupportedElement, is_unsupported_structure, model_free
 from jaxcert.probes import stages
 from jaxcert.probes.base import NOT_RUN, PROBES, STATUS_NAMES, UNSUPPORTED, ProbeSkip
 from jaxcert.report import Report
@@ -517,7 +517,13 @@ def _stage_program(spec, cfg, facts, k: int, fns: tuple):
     executable store keys it without one (every model shares it)."""
     key = ("stage", spec.name, spec.plan, cfg, facts, k)
     if key not in _COMPILED:
-        run = jax.jit(jax.vmap(fns[k]))
+        stage = fns[k]
+
+        def guarded(*args):  # runs while JAX traces the stage: a reach for any model raises ModelInStage
+            with model_free():
+                return stage(*args)
+
+        run = jax.jit(jax.vmap(guarded))
         _remember(key, None, run, ("stage", spec.plan, k, cfg, facts))
     return _COMPILED[key][1]
 

@@ -1,0 +1,145 @@
+"""Probes as stages around shared kernels (docs/architecture.md "Kinds and stages").
+
+* the suite's shared programs give the answers of each probe run alone (item 2 of the staging: the
+  differences are round-off of reordered sums, bounded here);
+* a user's model is traced a handful of times per certify run, not once per probe and derivative;
+* the stage programs hold no model: one model's stages serve another model;
+* a stage that reached for the model would be seen.
+"""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxcert
+from jaxcert import kinds
+from jaxcert.dynamics import LangevinConfig
+from jaxcert.probes import DEFAULT_ORDER, PROBES, suite
+
+TH = LangevinConfig(warmup_steps=10, relax=False)
+
+
+def _fast_configs():
+    """Every default probe with small counts (same code paths, seconds instead of minutes)."""
+    small = {"n_steps": 40, "sample_every": 2, "n_blocks": 4, "thermostat": TH}
+    out = {}
+    for name in DEFAULT_ORDER:
+        cfg = PROBES[name].config()
+        fields = {f.name for f in dataclasses.fields(cfg)}
+        change = {k: v for k, v in small.items() if k in fields}
+        if name == "reversibility":
+            change = {"n_steps": 20}
+        if name == "zero_modes":
+            change = {"relax_steps": 50}
+        out[name] = dataclasses.replace(cfg, **change)
+    return out
+
+
+CONFIGS = _fast_configs()
+
+
+@pytest.fixture(scope="module")
+def lj():
+    return jaxcert.models.get("lj")
+
+
+@pytest.fixture(scope="module")
+def report(lj):
+    return jaxcert.certify(lj, ["Si", "C"], configs=CONFIGS, seed=0, dtype=jnp.float64, compile_workers=0)
+
+
+@pytest.mark.parametrize("name", DEFAULT_ORDER)
+def test_shared_programs_give_each_probe_alone(report, lj, name):
+    """Suite (stage programs + kernels in chunks of 64) vs the probe called alone on one element.
+
+    Bound: |Δd| ≤ 1e-9·|d| + 1e-12 (defects in the probe's units, all O(1e-3…1) scales). The only
+    differences are in the order of floating-point sums (XLA batches the kernel over a chunk, the probe
+    alone over its own items); on the Langevin probes they grow along the 50-step trajectory, still far
+    below the bound. Skips and statuses must agree exactly.
+    """
+    spec = PROBES[name]
+    keys = suite.probe_keys(0, spec.stream or name, 2)
+    row = report.probe(name)["per_element"]
+    for k, el in enumerate(["Si", "C"]):
+        try:
+            alone = spec.fn(lj, keys[k], config=CONFIGS[name], substrate=el)
+        except jaxcert.probes.ProbeSkip:
+            assert row[el]["status"] == "skipped"
+            continue
+        d_suite, d_alone = row[el]["defect"], float(alone.defect)
+        assert abs(d_suite - d_alone) <= 1e-9 * abs(d_alone) + 1e-12, (name, el, d_suite, d_alone)
+        assert abs(row[el]["score"] - float(alone.score)) <= 1e-9, (name, el)
+
+
+def _counting_model(counter):
+    """A user's model (not jaxcert's code): a smooth pair potential whose energy function counts its traces."""
+    def energy_fn(params, s):
+        counter[0] += 1  # Python runs only while JAX traces the function
+        R = s.positions
+        d = R[:, None, :] - R[None, :, :]
+        if s.periodic:
+            frac = d @ jnp.linalg.inv(s.cell)
+            d = (frac - jnp.round(frac)) @ s.cell
+        r2 = jnp.sum(d * d, -1) + jnp.eye(R.shape[0])
+        pair = s.mask[:, None] & s.mask[None, :] & ~jnp.eye(R.shape[0], dtype=bool)
+        e = params["a"] * jnp.exp(-r2 / 4.0) * (r2 < 25.0)
+        return 0.5 * jnp.sum(jnp.where(pair, e, 0.0))
+
+    return jaxcert.Model(energy_fn=energy_fn, params={"a": jnp.asarray(0.3)}, cutoff=5.0, name="counting")
+
+
+def test_a_users_model_is_traced_once_per_kind_and_shape_class():
+    """The whole default suite traces the model's energy once per program that holds it: one per (kind,
+    shape class) and not one per probe and derivative (the monolithic suite traced it 34 times)."""
+    counter = [0]
+    model = _counting_model(counter)
+    rep = jaxcert.certify(model, ["Si"], configs=CONFIGS, dtype=jnp.float64, compile_workers=0)
+    assert {o.name for o in rep.outcomes} == set(DEFAULT_ORDER)
+    kernels = [k for k in suite._COMPILED if isinstance(k, tuple) and len(k) > 1 and k[1] == "kernel"
+               and suite._COMPILED[k][0] is model]
+    assert counter[0] <= 16, counter[0]
+    assert len(kernels) <= 9, kernels
+
+
+def test_stage_programs_hold_no_model(lj):
+    """A stage's program is keyed without the model: certifying a second model reuses every stage program."""
+    other = jaxcert.models.get("morse")
+    names = "betti,parity,zero_modes"
+    jaxcert.certify(lj, ["Si"], probes=names, configs=CONFIGS, dtype=jnp.float64, compile_workers=0)
+    before = {k for k in suite._COMPILED if k[0] == "stage"}
+    jaxcert.certify(other, ["Si"], probes=names, configs=CONFIGS, dtype=jnp.float64, compile_workers=0)
+    after = {k for k in suite._COMPILED if k[0] == "stage"}
+    assert before and after == before
+
+
+def test_a_stage_that_calls_the_model_is_refused():
+    """The plan contract: stages see facts, never the model. A broken plan that closes over a model trips
+    the suite's check that stage programs are model-free (the model's energy is traced inside a stage)."""
+    counter = [0]
+    model = _counting_model(counter)
+
+    def plan(cfg, facts):
+        def ask(key, s):
+            e = model.energy_of(model.params, s)  # the forbidden reach
+            return jaxcert.probes.stages.Ask((s, e), kinds.evaluate(s))
+
+        def reduce(state, efs):
+            from jaxcert.probes.base import finalize
+            return finalize(efs.energy - state[1], 1.0, True, 1, {})
+
+        return ask, reduce
+
+    from jaxcert.probes.base import resolve_substrate
+    good = jaxcert.probes.stages.run(model, plan, None, None, resolve_substrate(model, "Si", "cluster"))
+    assert np.isfinite(float(good.defect))  # alone it runs (inline answers); the suite must refuse it
+    spec = dataclasses.replace(PROBES["betti"], name="leaky", plan=plan, config=lambda: None)
+    PROBES["leaky"] = spec
+    try:
+        rep = jaxcert.certify(model, ["Si"], probes="leaky", dtype=jnp.float64, compile_workers=0)
+        o = rep.probe("leaky")
+        assert o["status"] == "error" and "model" in rep.outcomes[0].message
+    finally:
+        del PROBES["leaky"]
