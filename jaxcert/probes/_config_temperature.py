@@ -55,16 +55,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcert.derivatives import EXACT
-from jaxcert.dynamics import (
-    LangevinConfig,
-    Trajectory,
-    frame_indices,
-    get_trajectory,
-    kinetic_temperature,
-    trajectory_details,
-)
+from jaxcert import kinds
+from jaxcert.derivatives import EXACT, _rademacher
+from jaxcert.dynamics import LangevinConfig, Trajectory, frame_indices, kinetic_temperature, trajectory_details
 from jaxcert.model import Model
+from jaxcert.probes import _statmech, stages
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, require_atoms, resolve_substrate, score_map
 from jaxcert.stats import block_jackknife
 from jaxcert.structure import Structure
@@ -126,57 +121,76 @@ def config_temperature(model: Model, key: jax.Array, config: ConfigTemperatureCo
     """T_conf/T_kin on the shared Langevin trajectory; see the module docstring."""
     s = resolve_substrate(model, substrate, "cluster")
     require_atoms(s, 2, "config_temperature", "with one atom under FixCom no kinetic degree of freedom is left")
-    traj, traj_evals, reused = get_trajectory(model, s, key, config.thermostat, config.n_steps, trajectory)
-    ref = traj.reference
-    idx = frame_indices(config.thermostat.warmup_steps, config.n_steps, config.sample_every)
-    R, F, V = traj.positions[idx], traj.forces[idx], traj.velocities[idx]
-    w = ref.mask.astype(ref.positions.dtype)
-    n_real = jnp.sum(w)
-    n_dof = kinetic_dof(n_real, config.thermostat, config.kinetic_dof)
+    return _statmech.run(model, plan, config, key, s, trajectory)
 
-    engine = config.derivatives
-    hkeys = jax.random.split(jax.random.fold_in(key, HUTCHINSON_STREAM), len(idx))
 
-    def trace(Ri, k):
-        return engine.hutchinson_trace(model, ref.replace(positions=Ri), k, config.n_hutchinson)
+def plan(cfg: ConfigTemperatureConfig, facts: stages.Facts):
+    """Stages (docs/architecture.md "Kinds and stages"): ask for the shared Langevin trajectory (``langevin``);
+    ask for the Hutchinson products H·z at the sampled frames (``tangent`` requests, H z = −J z); reduce."""
+    del facts
+    engine = cfg.derivatives
+    idx = frame_indices(cfg.thermostat.warmup_steps, cfg.n_steps, cfg.sample_every)
 
-    t = jax.lax.map(lambda a: trace(*a), (R, hkeys))
-    F2 = jnp.sum(F * F * w[:, None], axis=(-2, -1))
-    T_kin_frame = kinetic_temperature(ref.masses, V, n_dof, ref.mask)
-    mean_F2, mean_t = jnp.mean(F2), jnp.mean(t)
-    T_conf = _t_conf(mean_F2, mean_t)
-    T_kin = jnp.mean(T_kin_frame)
-    ratio = T_conf / T_kin
-    # delete-one-block jackknife of the whole ratio of means (jaxcert.stats, docs/statistics.md)
-    jk = block_jackknife(lambda m: jnp.stack([_t_conf(m[0], m[1]) / m[2], _t_conf(m[0], m[1]), m[2]]),
-                         (F2, t, T_kin_frame), config.n_blocks)
-    ok = (t > 0) & (T_kin_frame > 0)
-    series = jnp.where(ok, F2 / (KB_EV_PER_K * jnp.where(ok, t * T_kin_frame, 1.0)), jnp.nan)
-    defect = jnp.abs(ratio - 1.0)
-    n_evals = traj_evals + engine.cost(len(idx) * config.n_hutchinson)
-    details: dict[str, Any] = {
-        "T_config": T_conf,
-        "T_kin": T_kin,
-        "ratio": ratio,
-        "mean_F2": mean_F2,
-        "mean_TrH": mean_t,
-        "n_samples": jnp.asarray(len(idx)),
-        "temperature_K": jnp.asarray(config.thermostat.temperature_k),
-        "n_hutchinson": jnp.asarray(config.n_hutchinson),
-        "n_dof": n_dof,
-        "eps": jnp.asarray(engine.step(ref)),
-        "precision": jnp.asarray(8 * jnp.dtype(ref.positions.dtype).itemsize),
-        "scale": jnp.asarray(config.scale),
-        **trajectory_details(traj, config, reused, traj_evals),
-        "ratio_series": series,
-        "defect_stderr": jk.stderr[0],
-        "ratio_stderr": jk.stderr[0],
-        "T_config_stderr": jk.stderr[1],
-        "T_kin_stderr": jk.stderr[2],
-        "n_blocks": jk.n_blocks,
-    }
-    return finalize(defect, score_map(defect, config.scale), True, n_evals, details)
+    def ask_trajectory(key, s):
+        return stages.Ask(key, kinds.langevin(s, key, cfg.thermostat, cfg.n_steps))
+
+    def ask_products(key, answer):
+        traj, traj_evals, reused = _statmech.charge(answer)
+        ref = traj.reference
+        R = traj.positions[idx]
+        # the Rademacher vectors of derivatives.hutchinson_trace, one split of the stream per frame
+        hkeys = jax.random.split(jax.random.fold_in(key, HUTCHINSON_STREAM), len(idx))
+        z = jax.vmap(lambda k: _rademacher(k, ref, cfg.n_hutchinson))(hkeys)  # (frames, n_hutchinson, n, 3)
+        at = kinds.items(ref, jnp.broadcast_to(R[:, None], z.shape))
+        return stages.Ask((traj, traj_evals, reused, z), kinds.tangent(at, z, engine))
+
+    def reduce(state, jz):
+        traj, traj_evals, reused, z = state
+        ref = traj.reference
+        F, V = traj.forces[idx], traj.velocities[idx]
+        w = ref.mask.astype(ref.positions.dtype)
+        n_real = jnp.sum(w)
+        n_dof = kinetic_dof(n_real, cfg.thermostat, cfg.kinetic_dof)
+        hz = -jz.forces.astype(z.dtype)
+        t = jnp.mean(jnp.sum(z * hz, axis=(-2, -1)), axis=-1)  # ¼ Σ_z zᵀHz per frame
+        F2 = jnp.sum(F * F * w[:, None], axis=(-2, -1))
+        T_kin_frame = kinetic_temperature(ref.masses, V, n_dof, ref.mask)
+        mean_F2, mean_t = jnp.mean(F2), jnp.mean(t)
+        T_conf = _t_conf(mean_F2, mean_t)
+        T_kin = jnp.mean(T_kin_frame)
+        ratio = T_conf / T_kin
+        # delete-one-block jackknife of the whole ratio of means (jaxcert.stats, docs/statistics.md)
+        jk = block_jackknife(lambda m: jnp.stack([_t_conf(m[0], m[1]) / m[2], _t_conf(m[0], m[1]), m[2]]),
+                             (F2, t, T_kin_frame), cfg.n_blocks)
+        ok = (t > 0) & (T_kin_frame > 0)
+        series = jnp.where(ok, F2 / (KB_EV_PER_K * jnp.where(ok, t * T_kin_frame, 1.0)), jnp.nan)
+        defect = jnp.abs(ratio - 1.0)
+        n_evals = traj_evals + engine.cost(len(idx) * cfg.n_hutchinson)
+        details: dict[str, Any] = {
+            "T_config": T_conf,
+            "T_kin": T_kin,
+            "ratio": ratio,
+            "mean_F2": mean_F2,
+            "mean_TrH": mean_t,
+            "n_samples": jnp.asarray(len(idx)),
+            "temperature_K": jnp.asarray(cfg.thermostat.temperature_k),
+            "n_hutchinson": jnp.asarray(cfg.n_hutchinson),
+            "n_dof": n_dof,
+            "eps": jnp.asarray(engine.step(ref)),
+            "precision": jnp.asarray(8 * jnp.dtype(ref.positions.dtype).itemsize),
+            "scale": jnp.asarray(cfg.scale),
+            **trajectory_details(traj, cfg, reused, traj_evals),
+            "ratio_series": series,
+            "defect_stderr": jk.stderr[0],
+            "ratio_stderr": jk.stderr[0],
+            "T_config_stderr": jk.stderr[1],
+            "T_kin_stderr": jk.stderr[2],
+            "n_blocks": jk.n_blocks,
+        }
+        return finalize(defect, score_map(defect, cfg.scale), True, n_evals, details)
+
+    return ask_trajectory, ask_products, reduce
 
 
 register(ProbeSpec(name="config_temperature", fn=config_temperature, config=ConfigTemperatureConfig,
-                   substrate="cluster", target=1.0, gated=False))
+                   substrate="cluster", target=1.0, gated=False, plan=plan, stream="trajectory"))

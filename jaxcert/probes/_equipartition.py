@@ -59,10 +59,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcert import linalg
+from jaxcert import kinds, linalg
 from jaxcert.derivatives import EXACT
-from jaxcert.dynamics import LangevinConfig, Trajectory, frame_indices, get_trajectory, trajectory_details
+from jaxcert.dynamics import LangevinConfig, Trajectory, frame_indices, trajectory_details
 from jaxcert.model import Model
+from jaxcert.probes import _statmech, stages
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, require_atoms, resolve_substrate, score_map
 from jaxcert.stats import block_jackknife
 from jaxcert.structure import Structure
@@ -171,62 +172,86 @@ def equipartition(model: Model, key: jax.Array, config: EquipartitionConfig = Eq
     """Median per-mode equipartition ratio; see the module docstring."""
     s = resolve_substrate(model, substrate, "cluster")
     require_atoms(s, 2, "equipartition", "vibrational modes: one atom has only translations")
-    traj, traj_evals, reused = get_trajectory(model, s, key, config.thermostat, config.n_steps, trajectory)
-    ref = traj.reference
-    n = ref.n_atoms
-    H = config.derivatives.hessian(model, ref).reshape(3 * n, 3 * n)
-    H = 0.5 * (H + H.T)
-    m3 = jnp.repeat(ref.masses.astype(H.dtype), 3)
-    sq = jnp.sqrt(m3)
-    lam, e = linalg.eigh(H / (sq[:, None] * sq[None, :]))
-    keep = (jnp.abs(lam) > config.tol_rel * jnp.max(jnp.abs(lam))) & (lam > 0)
+    return _statmech.run(model, plan, config, key, s, trajectory)
 
-    idx = frame_indices(config.thermostat.warmup_steps, config.n_steps, config.sample_every)
-    wm = ref.mask.astype(H.dtype)
-    aligned, angle = align_frames(traj.positions[idx], ref.positions, ref.masses.astype(H.dtype) * wm)
-    if config.align == "auto":
-        align = _rotation_curvature(H, ref.positions, ref.masses.astype(H.dtype) * wm) <= ROTATION_TOL * jnp.max(
-            jnp.abs(lam))
-    else:
-        align = jnp.asarray(config.align == "kabsch")
-    frames = jnp.where(align, aligned, traj.positions[idx])
-    X = ((frames - ref.positions) * wm[:, None]).reshape(len(idx), 3 * n) * sq
-    Q2_frame = (X @ e) ** 2
-    Q2 = jnp.mean(Q2_frame, axis=0)
-    kT = KB_EV_PER_K * config.thermostat.temperature_k
 
-    def median_ratio(q2):
-        return jnp.nanmedian(jnp.where(keep, lam * q2 / kT, jnp.nan))
+def plan(cfg: EquipartitionConfig, facts: stages.Facts):
+    """Stages (docs/architecture.md "Kinds and stages"): ask for the shared Langevin trajectory (``langevin``);
+    ask for the 3N force-Jacobian columns J e_k at its reference R^eq (``tangent`` requests, H = −J); reduce."""
+    del facts
+    engine = cfg.derivatives
+    idx = frame_indices(cfg.thermostat.warmup_steps, cfg.n_steps, cfg.sample_every)
 
-    R = jnp.where(keep, lam * Q2 / kT, jnp.nan)
-    R_median = jnp.nanmedian(R)
-    # delete-one-block jackknife of the whole statistic (median over modes of ratios of means)
-    jk = block_jackknife(median_ratio, Q2_frame, config.n_blocks)
-    defect = jnp.abs(R_median - 1.0)
-    n_evals = traj_evals + config.derivatives.cost(3 * n)
-    details: dict[str, Any] = {
-        "n_modes": jnp.sum(keep),
-        "R_alpha": R,
-        "omega2": jnp.where(keep, lam, jnp.nan),
-        "R_median": R_median,
-        "R_median_abs_dev": jnp.nanmedian(jnp.abs(R - 1.0)),
-        "R_spread_std": jnp.nanstd(R),
-        "R_percentiles_5_25_50_75_95": jnp.nanpercentile(R, jnp.asarray([5.0, 25.0, 50.0, 75.0, 95.0], R.dtype)),
-        "temperature_K": jnp.asarray(config.thermostat.temperature_k),
-        "n_samples": jnp.asarray(len(idx)),
-        "eps": jnp.asarray(config.derivatives.step(ref)),
-        "precision": jnp.asarray(8 * jnp.dtype(ref.positions.dtype).itemsize),
-        "scale": jnp.asarray(config.scale),
-        **trajectory_details(traj, config, reused, traj_evals),
-        "defect_stderr": jk.stderr,
-        "R_median_stderr": jk.stderr,
-        "n_blocks": jk.n_blocks,
-        "aligned": align,
-        "rotation_deg_max": jnp.max(angle),
-        "n_negative_modes": jnp.sum(lam < -config.tol_rel * jnp.max(jnp.abs(lam))),
-    }
-    return finalize(defect, score_map(defect, config.scale), True, n_evals, details)
+    def ask_trajectory(key, s):
+        return stages.Ask(None, kinds.langevin(s, key, cfg.thermostat, cfg.n_steps))
+
+    def ask_hessian(state, answer):
+        del state
+        traj, traj_evals, reused = _statmech.charge(answer)
+        ref = traj.reference
+        n = ref.n_atoms
+        d = jnp.eye(3 * n, dtype=ref.positions.dtype).reshape(3 * n, n, 3)
+        at = kinds.items(ref, jnp.broadcast_to(ref.positions, d.shape))
+        return stages.Ask((traj, traj_evals, reused), kinds.tangent(at, d, engine))
+
+    def reduce(state, je):
+        traj, traj_evals, reused = state
+        ref = traj.reference
+        n = ref.n_atoms
+        H = -je.forces.reshape(3 * n, 3 * n).T  # column k: −J e_k, i.e. H[:, k]
+        H = 0.5 * (H + H.T)
+        m3 = jnp.repeat(ref.masses.astype(H.dtype), 3)
+        sq = jnp.sqrt(m3)
+        lam, e = linalg.eigh(H / (sq[:, None] * sq[None, :]))
+        keep = (jnp.abs(lam) > cfg.tol_rel * jnp.max(jnp.abs(lam))) & (lam > 0)
+
+        wm = ref.mask.astype(H.dtype)
+        aligned, angle = align_frames(traj.positions[idx], ref.positions, ref.masses.astype(H.dtype) * wm)
+        if cfg.align == "auto":
+            align = _rotation_curvature(H, ref.positions, ref.masses.astype(H.dtype) * wm) <= ROTATION_TOL * jnp.max(
+                jnp.abs(lam))
+        else:
+            align = jnp.asarray(cfg.align == "kabsch")
+        frames = jnp.where(align, aligned, traj.positions[idx])
+        X = ((frames - ref.positions) * wm[:, None]).reshape(len(idx), 3 * n) * sq
+        Q2_frame = (X @ e) ** 2
+        Q2 = jnp.mean(Q2_frame, axis=0)
+        kT = KB_EV_PER_K * cfg.thermostat.temperature_k
+
+        def median_ratio(q2):
+            return jnp.nanmedian(jnp.where(keep, lam * q2 / kT, jnp.nan))
+
+        R = jnp.where(keep, lam * Q2 / kT, jnp.nan)
+        R_median = jnp.nanmedian(R)
+        # delete-one-block jackknife of the whole statistic (median over modes of ratios of means)
+        jk = block_jackknife(median_ratio, Q2_frame, cfg.n_blocks)
+        defect = jnp.abs(R_median - 1.0)
+        n_evals = traj_evals + engine.cost(3 * n)
+        details: dict[str, Any] = {
+            "n_modes": jnp.sum(keep),
+            "R_alpha": R,
+            "omega2": jnp.where(keep, lam, jnp.nan),
+            "R_median": R_median,
+            "R_median_abs_dev": jnp.nanmedian(jnp.abs(R - 1.0)),
+            "R_spread_std": jnp.nanstd(R),
+            "R_percentiles_5_25_50_75_95": jnp.nanpercentile(R, jnp.asarray([5.0, 25.0, 50.0, 75.0, 95.0], R.dtype)),
+            "temperature_K": jnp.asarray(cfg.thermostat.temperature_k),
+            "n_samples": jnp.asarray(len(idx)),
+            "eps": jnp.asarray(engine.step(ref)),
+            "precision": jnp.asarray(8 * jnp.dtype(ref.positions.dtype).itemsize),
+            "scale": jnp.asarray(cfg.scale),
+            **trajectory_details(traj, cfg, reused, traj_evals),
+            "defect_stderr": jk.stderr,
+            "R_median_stderr": jk.stderr,
+            "n_blocks": jk.n_blocks,
+            "aligned": align,
+            "rotation_deg_max": jnp.max(angle),
+            "n_negative_modes": jnp.sum(lam < -cfg.tol_rel * jnp.max(jnp.abs(lam))),
+        }
+        return finalize(defect, score_map(defect, cfg.scale), True, n_evals, details)
+
+    return ask_trajectory, ask_hessian, reduce
 
 
 register(ProbeSpec(name="equipartition", fn=equipartition, config=EquipartitionConfig, substrate="cluster",
-                   target=1.0, gated=False))
+                   target=1.0, gated=False, plan=plan, stream="trajectory"))

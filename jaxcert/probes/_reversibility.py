@@ -29,8 +29,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcert.dynamics import maxwell_boltzmann, velocity_verlet
+from jaxcert import kinds
+from jaxcert.dynamics import maxwell_boltzmann
 from jaxcert.model import Model
+from jaxcert.probes import stages
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, resolve_substrate, score_map
 from jaxcert.structure import Structure
 
@@ -70,30 +72,44 @@ def reversibility(model: Model, key: jax.Array, config: ReversibilityConfig = Re
                   substrate: Structure | str | None = None) -> ProbeResult:
     """Velocity-Verlet round trip; see the module docstring."""
     s = resolve_substrate(model, substrate, "cluster")
-    v0 = maxwell_boltzmann(key, s, config.temperature_k)
-
-    def leg(c, _):  # one leg, then v ← −v; scanned twice so the integrator compiles once
-        R, v = c
-        r = velocity_verlet(model, s.replace(positions=R), v, config.timestep_fs, config.n_steps)
-        return (r.positions, -r.velocities), r.energies
-
-    (R_final, _), E = jax.lax.scan(leg, (s.positions, v0), None, length=2)
-    w = s.mask.astype(s.positions.dtype)
-    d2 = jnp.sum((R_final - s.positions) ** 2, axis=-1)
-    d_rt = jnp.sqrt(jnp.sum(w * d2) / jnp.sum(w))
-    energies = jnp.concatenate([E[0], E[1, 1:]])
-    details: dict[str, Any] = {
-        "n_steps": jnp.asarray(config.n_steps),
-        "dt_fs": jnp.asarray(config.timestep_fs),
-        "temperature_K": jnp.asarray(config.temperature_k),
-        "scale": jnp.asarray(config.scale),
-        "roundtrip_rms_disp": d_rt,
-        "energy_drift_per_step": _slope(energies),
-        "energy_first": energies[0],
-        "energy_max_forward": jnp.max(energies),
-        "energies": energies,
-    }
-    return finalize(d_rt, score_map(d_rt, config.scale), d_rt < config.gate, 1 + 2 * config.n_steps, details)
+    return stages.run(model, plan, config, key, s)
 
 
-register(ProbeSpec(name="reversibility", fn=reversibility, config=ReversibilityConfig, substrate="cluster"))
+def plan(cfg: ReversibilityConfig, facts: stages.Facts):
+    """Stages (docs/architecture.md "Kinds and stages"): draw v0 and ask for the forward leg (``verlet``); ask for
+    the backward leg from its end with v ← −v; then reduce."""
+    del facts
+
+    def forward(key, s):
+        v0 = maxwell_boltzmann(key, s, cfg.temperature_k)
+        return stages.Ask(s, kinds.verlet(s, v0, cfg.timestep_fs, cfg.n_steps))
+
+    def backward(s, r1):
+        req = kinds.verlet(s.replace(positions=r1.positions), -r1.velocities, cfg.timestep_fs, cfg.n_steps)
+        return stages.Ask((s, r1.energies), req)
+
+    def reduce(state, r2):
+        s, e1 = state
+        R_final = r2.positions
+        w = s.mask.astype(s.positions.dtype)
+        d2 = jnp.sum((R_final - s.positions) ** 2, axis=-1)
+        d_rt = jnp.sqrt(jnp.sum(w * d2) / jnp.sum(w))
+        energies = jnp.concatenate([e1, r2.energies[1:]])
+        details: dict[str, Any] = {
+            "n_steps": jnp.asarray(cfg.n_steps),
+            "dt_fs": jnp.asarray(cfg.timestep_fs),
+            "temperature_K": jnp.asarray(cfg.temperature_k),
+            "scale": jnp.asarray(cfg.scale),
+            "roundtrip_rms_disp": d_rt,
+            "energy_drift_per_step": _slope(energies),
+            "energy_first": energies[0],
+            "energy_max_forward": jnp.max(energies),
+            "energies": energies,
+        }
+        return finalize(d_rt, score_map(d_rt, cfg.scale), d_rt < cfg.gate, 1 + 2 * cfg.n_steps, details)
+
+    return forward, backward, reduce
+
+
+register(ProbeSpec(name="reversibility", fn=reversibility, config=ReversibilityConfig, substrate="cluster",
+                   plan=plan))

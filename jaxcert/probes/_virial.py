@@ -43,9 +43,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert.dynamics import LangevinConfig, Trajectory, frame_indices, get_trajectory, trajectory_details
+from jaxcert import kinds
+from jaxcert.dynamics import LangevinConfig, Trajectory, frame_indices, trajectory_details
 from jaxcert.geometry import det3, inv3, is_concrete
 from jaxcert.model import Model
+from jaxcert.probes import _statmech, stages
 from jaxcert.probes.base import ProbeResult, ProbeSkip, ProbeSpec, finalize, register, resolve_substrate, score_map
 from jaxcert.stats import block_jackknife
 from jaxcert.structure import Structure
@@ -95,35 +97,51 @@ def virial(model: Model, key: jax.Array, config: VirialConfig = VirialConfig(),
     s = resolve_substrate(model, substrate, "cluster")
     if s.n_atoms < 3 or (is_concrete(s.mask) and s.mask.ndim == 1 and int(np.sum(np.asarray(s.mask))) < 3):
         raise ProbeSkip("need at least 3 atoms for the internal (rotation-free) kinetic energy")
-    traj, traj_evals, reused = get_trajectory(model, s, key, config.thermostat, config.n_steps, trajectory)
-    ref = traj.reference
-    idx = frame_indices(config.thermostat.warmup_steps, config.n_steps, config.sample_every)
-    R, F, V = traj.positions[idx], traj.forces[idx], traj.velocities[idx]
-    w = ref.mask.astype(ref.positions.dtype)[:, None]
-    W = -jnp.sum(w * (R - ref.positions) * F, axis=(-2, -1))
-    K = jax.vmap(lambda r, v: internal_kinetic_energy(ref.masses, r, v, ref.mask))(R, V)
-    mean_W, mean_K = jnp.mean(W), jnp.mean(K)
-    rho = mean_W / (2.0 * mean_K)
-    jk = block_jackknife(lambda m: m[0] / (2.0 * m[1]), (W, K), config.n_blocks)
-    n_real = jnp.sum(w)
-    dof = 3 * n_real - 6
-    defect = jnp.abs(rho - 1.0)
-    details: dict[str, Any] = {
-        "rho_vir": rho,
-        "T_int_kin": 2.0 * mean_K / (dof * KB_EV_PER_K),
-        "mean_virial": mean_W,
-        "mean_kinetic_internal": mean_K,
-        "n_samples": jnp.asarray(len(idx)),
-        "temperature_K": jnp.asarray(config.thermostat.temperature_k),
-        "dof": dof,
-        "scale": jnp.asarray(config.scale),
-        **trajectory_details(traj, config, reused, traj_evals),
-        "rho_series": W / (2.0 * K),
-        "defect_stderr": jk.stderr,
-        "rho_vir_stderr": jk.stderr,
-        "n_blocks": jk.n_blocks,
-    }
-    return finalize(defect, score_map(defect, config.scale), True, traj_evals, details)
+    return _statmech.run(model, plan, config, key, s, trajectory)
 
 
-register(ProbeSpec(name="virial", fn=virial, config=VirialConfig, substrate="cluster", target=1.0, gated=False))
+def plan(cfg: VirialConfig, facts: stages.Facts):
+    """Stages (docs/architecture.md "Kinds and stages"): ask for the shared Langevin trajectory (``langevin``);
+    then reduce its sampled frames (no further model quantity)."""
+    del facts
+
+    def ask(key, s):
+        return stages.Ask(None, kinds.langevin(s, key, cfg.thermostat, cfg.n_steps))
+
+    def reduce(state, answer):
+        del state
+        traj, traj_evals, reused = _statmech.charge(answer)
+        ref = traj.reference
+        idx = frame_indices(cfg.thermostat.warmup_steps, cfg.n_steps, cfg.sample_every)
+        R, F, V = traj.positions[idx], traj.forces[idx], traj.velocities[idx]
+        w = ref.mask.astype(ref.positions.dtype)[:, None]
+        W = -jnp.sum(w * (R - ref.positions) * F, axis=(-2, -1))
+        K = jax.vmap(lambda r, v: internal_kinetic_energy(ref.masses, r, v, ref.mask))(R, V)
+        mean_W, mean_K = jnp.mean(W), jnp.mean(K)
+        rho = mean_W / (2.0 * mean_K)
+        jk = block_jackknife(lambda m: m[0] / (2.0 * m[1]), (W, K), cfg.n_blocks)
+        n_real = jnp.sum(w)
+        dof = 3 * n_real - 6
+        defect = jnp.abs(rho - 1.0)
+        details: dict[str, Any] = {
+            "rho_vir": rho,
+            "T_int_kin": 2.0 * mean_K / (dof * KB_EV_PER_K),
+            "mean_virial": mean_W,
+            "mean_kinetic_internal": mean_K,
+            "n_samples": jnp.asarray(len(idx)),
+            "temperature_K": jnp.asarray(cfg.thermostat.temperature_k),
+            "dof": dof,
+            "scale": jnp.asarray(cfg.scale),
+            **trajectory_details(traj, cfg, reused, traj_evals),
+            "rho_series": W / (2.0 * K),
+            "defect_stderr": jk.stderr,
+            "rho_vir_stderr": jk.stderr,
+            "n_blocks": jk.n_blocks,
+        }
+        return finalize(defect, score_map(defect, cfg.scale), True, traj_evals, details)
+
+    return ask, reduce
+
+
+register(ProbeSpec(name="virial", fn=virial, config=VirialConfig, substrate="cluster", target=1.0, gated=False,
+                   plan=plan, stream="trajectory"))

@@ -56,17 +56,16 @@ is the float width in bits.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from jaxcert import linalg
+from jaxcert import kinds, linalg
 from jaxcert.derivatives import EXACT
 from jaxcert.model import Model
+from jaxcert.probes import stages
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, precision_bits, register, resolve_substrate, score_map
-from jaxcert.relax import bfgs
 from jaxcert.structure import Structure
 
 __all__ = ["ZeroModesConfig", "zero_modes", "rigid_basis", "spectrum_analysis"]
@@ -180,24 +179,49 @@ def zero_modes(
     """
     del key
     s = resolve_substrate(model, substrate, "cluster")
-    return _zero_modes(model, s, config)
+    return stages.run(model, plan, config, None, s)
 
 
-@functools.partial(jax.jit, static_argnames=("cfg",))
-def _zero_modes(model: Model, s: Structure, cfg: ZeroModesConfig) -> ProbeResult:
+def plan(cfg: ZeroModesConfig, facts: stages.Facts):
+    """Stages (docs/architecture.md "Kinds and stages"): ask for the relaxation (``relax``; an ``evaluate`` for
+    the forces when ``do_relax`` is off), then for the 3N Hessian columns at the relaxed geometry (``tangent``
+    along every unit DOF vector; H = −J), then reduce."""
+    del facts
     engine = cfg.derivatives
-    dt = s.positions.dtype
-    n = s.n_atoms
-    if cfg.do_relax:
-        rr = bfgs(model, s, fmax=cfg.relax_fmax, max_steps=cfg.relax_steps)
-        s_rel, fmax_reached, steps, converged = rr.structure, rr.fmax, rr.steps, rr.converged
-    else:
-        F = model.forces_of(model.params, s)
-        s_rel, steps = s, jnp.asarray(0)
-        fmax_reached = jnp.sqrt(jnp.max(jnp.sum(F * F, axis=-1)))
-        converged = fmax_reached < cfg.relax_fmax
 
-    H = engine.hessian(model, s_rel).reshape(3 * n, 3 * n)
+    def ask_relax(key, s):
+        del key
+        req = kinds.relaxed(s, cfg.relax_fmax, cfg.relax_steps) if cfg.do_relax else kinds.evaluate(s)
+        return stages.Ask(s, req)
+
+    def ask_hessian(s, out):
+        if cfg.do_relax:
+            s_rel, fmax_reached, steps, converged = out.structure, out.fmax, out.steps, out.converged
+        else:
+            F = out.forces
+            s_rel, steps = s, jnp.asarray(0)
+            fmax_reached = jnp.sqrt(jnp.max(jnp.sum(F * F, axis=-1)))
+            converged = fmax_reached < cfg.relax_fmax
+        n = s.n_atoms
+        d = jnp.eye(3 * n, dtype=s.positions.dtype).reshape(3 * n, n, 3)  # column p: unit vector e_p
+        req = kinds.tangent(kinds.items(s_rel, jnp.broadcast_to(s_rel.positions, d.shape)), d, engine)
+        return stages.Ask((s, s_rel, fmax_reached, steps, converged), req)
+
+    def reduce(state, jv):
+        s, s_rel, fmax_reached, steps, converged = state
+        dt = s.positions.dtype
+        n = s.n_atoms
+        H = -jv.forces.reshape(3 * n, 3 * n).T  # H[:, p] = −J e_p
+        return _reduce(cfg, s, s_rel, H, fmax_reached, steps, converged, dt)
+
+    return ask_relax, ask_hessian, reduce
+
+
+def _reduce(cfg: ZeroModesConfig, s: Structure, s_rel: Structure, H: jax.Array, fmax_reached: jax.Array,
+            steps: jax.Array, converged: jax.Array, dt: Any) -> ProbeResult:
+    """The null-space and spectrum analysis of the Hessian ``H`` (3n, 3n) at ``s_rel``."""
+    engine = cfg.derivatives
+    n = s.n_atoms
     Hs = 0.5 * (H + H.T)
     h_norm = jnp.linalg.norm(Hs)
     Q, valid, expected = rigid_basis(s_rel, cfg.linear_tol)
@@ -232,4 +256,4 @@ def _zero_modes(model: Model, s: Structure, cfg: ZeroModesConfig) -> ProbeResult
     return finalize(d0, score, gate, n_evals, details)
 
 
-register(ProbeSpec("zero_modes", zero_modes, ZeroModesConfig, "cluster"))
+register(ProbeSpec("zero_modes", zero_modes, ZeroModesConfig, "cluster", plan=plan))
