@@ -54,10 +54,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert import batching
+from jaxcert import kinds
 from jaxcert.derivatives import EXACT
 from jaxcert.model import Model
 from jaxcert.neighbors import inv3
+from jaxcert.probes import stages
 from jaxcert.probes.base import ProbeResult, ProbeSkip, ProbeSpec, finalize, register, resolve_substrate
 from jaxcert.structure import Structure
 
@@ -151,77 +152,100 @@ def representation(
       each {d_energy_per_atom (eV), d_force_rms (eV/Å), contribution}.
     """
     s = resolve_substrate(model, substrate, "p2mm")
+    _require_periodic(s)
+    return stages.run(model, plan, config, key, s)
+
+
+def _require_periodic(s: Structure) -> None:
+    """The static skip (before anything runs): the four re-descriptions need a periodic crystal."""
     if not s.periodic:
         raise ProbeSkip("substrate is not periodic")
-    params = model.params
-    dt = s.positions.dtype
-    w = s.mask.astype(dt)
-    n = jnp.sum(w)
 
-    def evaluate(st):
-        return model.energy_and_forces_of(params, st)
 
-    def rms(dF, weight):
-        return jnp.sqrt(jnp.sum(weight[:, None] * dF**2) / (3 * jnp.sum(weight)))
+def _rms(dF: jax.Array, weight: jax.Array) -> jax.Array:
+    return jnp.sqrt(jnp.sum(weight[:, None] * dF**2) / (3 * jnp.sum(weight)))
 
-    E0, F0 = evaluate(s)
-    e0 = E0 / n
-    comps = {}
 
-    # (i) unimodular gauge: atom i is matched to atom i (wrapping moves by lattice vectors)
-    Eu, Fu = evaluate(unimodular(s))
-    comps["unimodular"] = (jnp.abs(Eu / n - e0), rms(Fu - F0, w))
+def plan(cfg: RepresentationConfig, facts: stages.Facts):
+    """Stages (docs/architecture.md "Kinds and stages"): build the four re-descriptions and ask for the outputs
+    (``evaluate`` requests: the reference, the unimodular cell, the supercell, the n_tr translations in one
+    batch, the permutation); then compare."""
+    del facts
 
-    # (ii) 2x2x2 supercell, ASE repeat order: atom k*n + i is an image of atom i
-    sc = supercell(s)
-    k = sc.n_atoms // s.n_atoms
-    Er, Fr = evaluate(sc)
-    comps["supercell"] = (jnp.abs(Er / k / n - e0), rms(Fr - jnp.tile(F0, (k, 1)), jnp.tile(w, k)))
+    def ask(key, s):
+        dt = s.positions.dtype
+        requests = {"reference": kinds.evaluate(s), "unimodular": kinds.evaluate(unimodular(s)),
+                    "supercell": kinds.evaluate(supercell(s))}
+        # (iii) egg-box: R + s_k u h0 for s_k in linspace(0, 1, n_tr), not wrapped
+        k_dir, k_perm = jax.random.split(key)
+        u = jax.random.normal(k_dir, (3,), dt)
+        u = u / jnp.linalg.norm(u)
+        t = u @ s.cell
+        steps = jnp.linspace(0.0, 1.0, cfg.n_translations, dtype=dt)
+        R = jnp.where(s.mask[:, None], s.positions[None] + steps[:, None, None] * t, s.positions[None])
+        requests["translation"] = kinds.evaluate(kinds.items(s, R))
+        # (iv) permutation: atoms[pi]
+        pi = None
+        if s.n_atoms >= 2:
+            pi = jax.random.permutation(k_perm, s.n_atoms)
+            sp = s.replace(positions=s.positions[pi], numbers=s.numbers[pi], masses=s.masses[pi], mask=s.mask[pi])
+            requests["permutation"] = kinds.evaluate(sp)
+        return stages.Ask((s, u, pi), requests)
 
-    # (iii) egg-box: R + s_k u h0 for s_k in linspace(0, 1, n_tr), not wrapped
-    k_dir, k_perm = jax.random.split(key)
-    u = jax.random.normal(k_dir, (3,), dt)
-    u = u / jnp.linalg.norm(u)
-    t = u @ s.cell
-    steps = jnp.linspace(0.0, 1.0, config.n_translations, dtype=dt)
+    def compare(state, out):
+        s, u, pi = state
+        dt = s.positions.dtype
+        w = s.mask.astype(dt)
+        n = jnp.sum(w)
+        E0, F0 = out["reference"].energy, out["reference"].forces
+        e0 = E0 / n
+        comps = {}
 
-    def translated(sk):
-        E, F = evaluate(s.replace(positions=jnp.where(s.mask[:, None], s.positions + sk * t, s.positions)))
-        return E / n, rms(F - F0, w)
+        # (i) unimodular gauge: atom i is matched to atom i (wrapping moves by lattice vectors)
+        Eu, Fu = out["unimodular"].energy, out["unimodular"].forces
+        comps["unimodular"] = (jnp.abs(Eu / n - e0), _rms(Fu - F0, w))
 
-    e_tr, f_tr = batching.vmap(translated, model.max_batch)(steps)
-    comps["translation"] = (jnp.max(e_tr) - jnp.min(e_tr), jnp.max(f_tr))
+        # (ii) 2x2x2 supercell, ASE repeat order: atom k*n + i is an image of atom i
+        Er, Fr = out["supercell"].energy, out["supercell"].forces
+        k = Fr.shape[0] // s.n_atoms
+        comps["supercell"] = (jnp.abs(Er / k / n - e0), _rms(Fr - jnp.tile(F0, (k, 1)), jnp.tile(w, k)))
 
-    # (iv) permutation: atoms[pi], unpermuted by F_u[pi] = F_pi
-    n_evals = 3 + config.n_translations
-    if s.n_atoms >= 2:
-        pi = jax.random.permutation(k_perm, s.n_atoms)
-        sp = s.replace(positions=s.positions[pi], numbers=s.numbers[pi], masses=s.masses[pi], mask=s.mask[pi])
-        Ep, Fp = evaluate(sp)
-        F_un = jnp.zeros_like(Fp).at[pi].set(Fp)
-        comps["permutation"] = (jnp.abs(Ep / n - e0), rms(F_un - F0, w))
-        n_evals += 1
+        # (iii) egg-box
+        e_tr = out["translation"].energy / n
+        f_tr = jax.vmap(lambda F: _rms(F - F0, w))(out["translation"].forces)
+        comps["translation"] = (jnp.max(e_tr) - jnp.min(e_tr), jnp.max(f_tr))
 
-    comparisons = {}
-    defect = jnp.zeros((), dt)
-    for name, (dE, dF) in comps.items():
-        contribution = dE / config.energy_scale + dF / config.force_scale
-        defect = defect + contribution
-        comparisons[name] = {"d_energy_per_atom": dE, "d_force_rms": dF, "contribution": contribution}
-    score = jnp.exp(-jnp.abs(defect))
-    details = {
-        "n_atoms": n.astype(jnp.int32),
-        "supercell": jnp.asarray([2, 2, 2]),
-        "n_translations": jnp.asarray(config.n_translations),
-        "energy_scale_eV": jnp.asarray(config.energy_scale, dt),
-        "force_scale_eV_per_A": jnp.asarray(config.force_scale, dt),
-        "translation_direction_frac": u,
-        "comparisons": comparisons,
-    }
-    return finalize(defect, score, defect < config.gate, n_evals, details)
+        # (iv) permutation: unpermuted by F_u[pi] = F_pi
+        n_evals = 3 + cfg.n_translations
+        if pi is not None:
+            Ep, Fp = out["permutation"].energy, out["permutation"].forces
+            F_un = jnp.zeros_like(Fp).at[pi].set(Fp)
+            comps["permutation"] = (jnp.abs(Ep / n - e0), _rms(F_un - F0, w))
+            n_evals += 1
+
+        comparisons = {}
+        defect = jnp.zeros((), dt)
+        for name, (dE, dF) in comps.items():
+            contribution = dE / cfg.energy_scale + dF / cfg.force_scale
+            defect = defect + contribution
+            comparisons[name] = {"d_energy_per_atom": dE, "d_force_rms": dF, "contribution": contribution}
+        score = jnp.exp(-jnp.abs(defect))
+        details = {
+            "n_atoms": n.astype(jnp.int32),
+            "supercell": jnp.asarray([2, 2, 2]),
+            "n_translations": jnp.asarray(cfg.n_translations),
+            "energy_scale_eV": jnp.asarray(cfg.energy_scale, dt),
+            "force_scale_eV_per_A": jnp.asarray(cfg.force_scale, dt),
+            "translation_direction_frac": u,
+            "comparisons": comparisons,
+        }
+        return finalize(defect, score, defect < cfg.gate, n_evals, details)
+
+    return ask, compare
 
 
 register(ProbeSpec(
     name="representation", fn=representation, config=RepresentationConfig, substrate="p2mm",
-    target=0.0, gated=True, needs_stress=False, needs_pbc=True,
+    target=0.0, gated=True, needs_stress=False, needs_pbc=True, plan=plan,
+    check=lambda model, s, cfg: _require_periodic(s),
 ))

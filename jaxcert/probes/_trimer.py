@@ -60,9 +60,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert import batching
+from jaxcert import batching, kinds
 from jaxcert.derivatives import EXACT
 from jaxcert.model import Model
+from jaxcert.probes import stages
 from jaxcert.probes.base import (
     SKIPPED,
     ProbeResult,
@@ -110,15 +111,14 @@ def _noise_rel(cfg: TrimerConfig, dtype: Any) -> float:
     return max(1e-8, 100.0 * float(np.finfo(np.dtype(dtype)).eps))
 
 
-def three_body_decay(model: Model, s: Structure, offsets: jax.Array, noise_rel: float) -> dict:
-    """ΔE₃ along the B-recession scan and the d₃ penalty terms (arrays; jittable)."""
+def _decay_geometries(s: Structure, offsets: jax.Array) -> tuple[jax.Array, np.ndarray]:
+    """One batch of geometries: 3 monomers, CA, then (ABC, AB, BC) at each offset: positions (4 + 3k, 3, 3)
+    and the static masks (4 + 3k, 3)."""
     R = s.positions
-    dt = R.dtype
     k = offsets.shape[0]
     centre = 0.5 * jnp.sum(s.cell, axis=0)
     mid = 0.5 * (R[0] + R[2])
     y = (R[1] - mid) / jnp.linalg.norm(R[1] - mid)
-    # one batch of geometries: 3 monomers, CA, then (ABC, AB, BC) at each offset
     mono = jnp.stack([R.at[a].set(centre) for a in range(3)])
     scan = R[None] + (offsets[:, None] * (jnp.arange(3) == 1)[None, :])[:, :, None] * y  # (k, 3, 3)
     Rb = jnp.concatenate([mono, R[None], jnp.repeat(scan, 3, axis=0)])
@@ -126,8 +126,11 @@ def three_body_decay(model: Model, s: Structure, offsets: jax.Array, noise_rel: 
         np.eye(3, dtype=bool), [[True, False, True]],
         np.tile([[True, True, True], [True, True, False], [False, True, True]], (k, 1)),
     ])
-    e = batching.vmap(lambda R_, m: model.energy_of(model.params, s.replace(positions=R_, mask=m)),
-                      model.max_batch)(Rb, jnp.asarray(masks))
+    return Rb, masks
+
+
+def _decay_terms(e: jax.Array, offsets: jax.Array, noise_rel: float, dt: Any) -> dict:
+    """The d₃ penalty terms from the energies ``e`` of the :func:`_decay_geometries` batch."""
     e_mono, e_ca = e[:3], e[3]
     e_abc, e_ab, e_bc = e[4::3], e[5::3], e[6::3]
     d3 = e_abc - (e_ab + e_bc + e_ca) + jnp.sum(e_mono)
@@ -157,6 +160,14 @@ def three_body_decay(model: Model, s: Structure, offsets: jax.Array, noise_rel: 
     }
 
 
+def three_body_decay(model: Model, s: Structure, offsets: jax.Array, noise_rel: float) -> dict:
+    """ΔE₃ along the B-recession scan and the d₃ penalty terms (arrays; jittable)."""
+    Rb, masks = _decay_geometries(s, offsets)
+    e = batching.vmap(lambda R_, m: model.energy_of(model.params, s.replace(positions=R_, mask=m)),
+                      model.max_batch)(Rb, jnp.asarray(masks))
+    return _decay_terms(e, offsets, noise_rel, s.positions.dtype)
+
+
 @functools.partial(jax.jit, static_argnames=("n_pairs", "dtype"))
 def unit_pairs(key: jax.Array, mask: jax.Array, n_pairs: int, dtype: Any) -> jax.Array:
     """(n_pairs, 2, n, 3): per pair u then w, standard normal on the real DOFs, each normalised.
@@ -174,7 +185,11 @@ def transverse_asymmetry(model: Model, s: Structure, uw: jax.Array, engine: Any 
     n_pairs = uw.shape[0]
     j = batching.vmap(lambda v: engine.force_jvp(model, s, v), model.max_batch)(
         uw.reshape(2 * n_pairs, *s.positions.shape))
-    j = j.reshape(uw.shape)
+    return _asymmetry(uw, j.reshape(uw.shape))
+
+
+def _asymmetry(uw: jax.Array, j: jax.Array) -> jax.Array:
+    """a_k from the pairs ``uw`` and their force-Jacobian columns ``j`` (both (n_pairs, 2, n, 3))."""
     u, w, ju, jw = uw[:, 0], uw[:, 1], j[:, 0], j[:, 1]
     return jnp.abs(jnp.sum(w * ju, axis=(1, 2)) - jnp.sum(u * jw, axis=(1, 2)))
 
@@ -197,47 +212,70 @@ def trimer(
       :class:`ProbeResult`: defect d₃ + d_⊥/0.05, score √(s₃ s_⊥), gate d_⊥ < 0.25.
     """
     s = resolve_substrate(model, substrate, "trimer")
+    _require_trimer(s)
+    return stages.run(model, plan, config, key, s)
+
+
+def _require_trimer(s: Structure) -> None:
     if s.n_atoms != 3:
         raise ProbeSkip(f"the trimer probe needs a 3-atom A–B–C substrate, got {s.n_atoms} atoms")
-    uw = unit_pairs(key, s.mask, config.n_pairs, s.positions.dtype)
-    return _trimer(model, uw, s, config)
 
 
-@functools.partial(jax.jit, static_argnames=("cfg",))
-def _trimer(model: Model, uw: jax.Array, s: Structure, cfg: TrimerConfig) -> ProbeResult:
+def plan(cfg: TrimerConfig, facts: stages.Facts):
+    """Stages (docs/architecture.md "Kinds and stages"): ask for the energies of the masked three-body batch
+    (``evaluate`` over (positions, mask)) and the 2·n_pairs force-Jacobian columns J u, J w (``tangent``);
+    then reduce."""
+    del facts
     engine = cfg.derivatives
-    dt = s.positions.dtype
-    offsets = jnp.linspace(0.0, cfg.max_offset_a, cfg.n_offsets, dtype=dt)
-    tb = three_body_decay(model, s, offsets, _noise_rel(cfg, dt))
-    d3 = tb.pop("defect")
-    a = transverse_asymmetry(model, s, uw, engine)
-    d_perp = jnp.mean(a)
-    s3 = score_map(d3, cfg.scale_three_body)
-    s_perp = score_map(d_perp, cfg.scale_transverse)
-    raw = d3 + d_perp / cfg.scale_transverse
-    refused = ~tb.pop("fragments_finite") & tb.pop("trimer_finite")
-    d3_rep = jnp.where(refused, jnp.nan, d3)
-    details = {
-        "sub_scores": {"three_body_vanishing": jnp.where(refused, jnp.nan, s3), "transverse": s_perp},
-        "sub_defects": {"three_body_vanishing": d3_rep, "transverse": d_perp},
-        "three_body_vanishing": tb,
-        "transverse": {
-            "n_pairs": jnp.asarray(cfg.n_pairs, jnp.int32),
-            "eps": jnp.asarray(engine.step(s), dt),
-            "mean_abs_antisymmetry": d_perp,
-            "precision": jnp.asarray(precision_bits(s), jnp.int32),
-            "scale": jnp.asarray(cfg.scale_transverse, dt),
-            "antisymmetry": a,
-        },
-        "fragment_refused": refused,
-    }
-    n_evals = 3 + 1 + 3 * cfg.n_offsets + engine.cost(2 * cfg.n_pairs)
-    res = finalize(raw, jnp.sqrt(s3 * s_perp), d_perp < cfg.gate_threshold, n_evals, details)
-    return res._replace(
-        score=jnp.where(refused, jnp.nan, res.score),
-        gate=res.gate & ~refused,
-        status=jnp.where(refused, SKIPPED, res.status).astype(jnp.int32),
-    )
+
+    def ask(key, s):
+        _require_trimer(s)
+        dt = s.positions.dtype
+        uw = unit_pairs(key, s.mask, cfg.n_pairs, dt)
+        offsets = jnp.linspace(0.0, cfg.max_offset_a, cfg.n_offsets, dtype=dt)
+        Rb, masks = _decay_geometries(s, offsets)
+        v = uw.reshape(2 * cfg.n_pairs, *s.positions.shape)
+        requests = {
+            "decay": kinds.evaluate(kinds.items(s, Rb, mask=jnp.asarray(masks))),
+            "columns": kinds.tangent(kinds.items(s, jnp.broadcast_to(s.positions, v.shape)), v, engine),
+        }
+        return stages.Ask((uw, offsets, s), requests)
+
+    def reduce(state, answers):
+        uw, offsets, s = state
+        dt = s.positions.dtype
+        tb = _decay_terms(answers["decay"].energy, offsets, _noise_rel(cfg, dt), dt)
+        d3 = tb.pop("defect")
+        a = _asymmetry(uw, answers["columns"].forces.reshape(uw.shape))
+        d_perp = jnp.mean(a)
+        s3 = score_map(d3, cfg.scale_three_body)
+        s_perp = score_map(d_perp, cfg.scale_transverse)
+        raw = d3 + d_perp / cfg.scale_transverse
+        refused = ~tb.pop("fragments_finite") & tb.pop("trimer_finite")
+        d3_rep = jnp.where(refused, jnp.nan, d3)
+        details = {
+            "sub_scores": {"three_body_vanishing": jnp.where(refused, jnp.nan, s3), "transverse": s_perp},
+            "sub_defects": {"three_body_vanishing": d3_rep, "transverse": d_perp},
+            "three_body_vanishing": tb,
+            "transverse": {
+                "n_pairs": jnp.asarray(cfg.n_pairs, jnp.int32),
+                "eps": jnp.asarray(engine.step(s), dt),
+                "mean_abs_antisymmetry": d_perp,
+                "precision": jnp.asarray(precision_bits(s), jnp.int32),
+                "scale": jnp.asarray(cfg.scale_transverse, dt),
+                "antisymmetry": a,
+            },
+            "fragment_refused": refused,
+        }
+        n_evals = 3 + 1 + 3 * cfg.n_offsets + engine.cost(2 * cfg.n_pairs)
+        res = finalize(raw, jnp.sqrt(s3 * s_perp), d_perp < cfg.gate_threshold, n_evals, details)
+        return res._replace(
+            score=jnp.where(refused, jnp.nan, res.score),
+            gate=res.gate & ~refused,
+            status=jnp.where(refused, SKIPPED, res.status).astype(jnp.int32),
+        )
+
+    return ask, reduce
 
 
-register(ProbeSpec("trimer", trimer, TrimerConfig, "trimer"))
+register(ProbeSpec("trimer", trimer, TrimerConfig, "trimer", plan=plan))
