@@ -31,9 +31,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert import substrates
+from jaxcert import kinds, substrates
 from jaxcert.derivatives import EXACT
 from jaxcert.model import Model
+from jaxcert.probes import stages
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, score_map
 from jaxcert.structure import Structure
 
@@ -100,12 +101,31 @@ def lam(
             raise ValueError(f"substrate: {substrate!r} is not a λ structure; known: {', '.join(sets)}")
         substrate = sets[substrate]
     s = model.prepare(substrate)
-    engine = config.derivatives
-    value = lambda_of_jacobian(engine.force_jacobian(model, s))
-    n_real = jnp.sum(s.mask.astype(jnp.int32))
-    n_evals = engine.cost(3) * n_real  # three force columns per atom
-    details = {"lambda": value, "n_atoms": n_real, "exact": jnp.asarray(engine.exact)}
-    return finalize(value, score_map(value, config.scale), value <= config.gate, n_evals, details)
+    return stages.run(model, plan, config, None, s)
 
 
-register(ProbeSpec("lam", lam, LamConfig, "lambda", default=False, structures=substrates.lambda_structures))
+def plan(cfg: LamConfig, facts: stages.Facts):
+    """Stages (docs/architecture.md "Kinds and stages"): ask for the 3N force-Jacobian columns J e_p (``tangent``
+    along every unit DOF vector); then reduce."""
+    del facts
+    engine = cfg.derivatives
+
+    def ask(key, s):
+        del key
+        n = s.n_atoms
+        d = jnp.eye(3 * n, dtype=s.positions.dtype).reshape(3 * n, n, 3)  # column p: unit vector e_p
+        return stages.Ask(s, kinds.tangent(kinds.items(s, jnp.broadcast_to(s.positions, d.shape)), d, engine))
+
+    def reduce(s, jv):
+        n3 = 3 * s.n_atoms
+        value = lambda_of_jacobian(jv.forces.reshape(n3, n3).T)  # J[:, p] = J e_p
+        n_real = jnp.sum(s.mask.astype(jnp.int32))
+        n_evals = engine.cost(3) * n_real  # three force columns per atom
+        details = {"lambda": value, "n_atoms": n_real, "exact": jnp.asarray(engine.exact)}
+        return finalize(value, score_map(value, cfg.scale), value <= cfg.gate, n_evals, details)
+
+    return ask, reduce
+
+
+register(ProbeSpec("lam", lam, LamConfig, "lambda", default=False, structures=substrates.lambda_structures,
+                   plan=plan))
