@@ -41,7 +41,9 @@ import numpy as np
 
 from jaxcert import batching, dynamics, relax
 from jaxcert.cache import register_storable
-from jaxcert.model import Model, strain
+from jaxcert.geometry import det3
+from jaxcert.model import Model, _sym, strain
+from jaxcert.model import _guard as guard
 from jaxcert.structure import Structure
 
 __all__ = ["EFS", "Request", "KINDS", "register", "answer", "evaluate", "tangent", "relaxed", "langevin",
@@ -92,10 +94,24 @@ class Request:
 
 
 def outputs(model: Model, s: Structure) -> EFS:
-    """The model's outputs on one prepared structure; stress where the model has one for ``s``."""
-    E, F = model.energy_and_forces_of(model.params, s)
-    sigma = model.stress_of(model.params, s) if model.has_stress(s) else None
-    return EFS(E, F, sigma)
+    """The model's outputs on one prepared structure; stress where the model has one for ``s``.
+
+    A conservative model without heads on a periodic structure gets E, F and σ from one reverse pass of
+    E((I + ε)(R), h(I + ε)ᵀ) with respect to (R, ε) at ε = 0 (the same expressions as
+    :meth:`~jaxcert.Model.forces_of` and :meth:`~jaxcert.Model.energy_stress_of`, one trace of the energy
+    instead of two). Otherwise the heads are called as they are."""
+    if not model.has_stress(s):
+        E, F = model.energy_and_forces_of(model.params, s)
+        return EFS(E, F, None)
+    if model.forces_fn is not None or model.stress_fn is not None:
+        E, F = model.energy_and_forces_of(model.params, s)
+        return EFS(E, F, model.stress_of(model.params, s))
+    zero = jnp.zeros((3, 3), s.positions.dtype)
+    E, (gR, gE) = jax.value_and_grad(
+        lambda R, e: model.energy_of(model.params, strain(s.replace(positions=R), _sym(e))), argnums=(0, 1)
+    )(s.positions, zero)
+    F = guard(s, -gR * s.mask[..., None].astype(gR.dtype))
+    return EFS(E, F, guard(s, gE / jnp.abs(det3(s.cell))))
 
 
 def _central(f: Callable[[Any], Any], x0: Any, direction: Any, h: Any, order: int) -> Any:

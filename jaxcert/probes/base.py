@@ -144,6 +144,10 @@ def precision_bits(s: Structure) -> int:
     return int(np.dtype(s.positions.dtype).itemsize * 8)
 
 
+#: (model id, structure signature) -> does the model's stress trace to a (3, 3) array (:func:`require_stress`)
+_STRESS_SHAPES: dict[Any, tuple[Model, bool]] = {}
+
+
 def require_stress(model: Model, s: Structure) -> None:
     """Static skip checks of the stress probes (docs/probes.md §4.2, §4.8, §4.9); raise :class:`ProbeSkip`.
 
@@ -154,11 +158,17 @@ def require_stress(model: Model, s: Structure) -> None:
         raise ProbeSkip(NOT_PERIODIC)
     if not model.has_stress(s):
         raise ProbeSkip(NO_STRESS)
-    try:
-        out = jax.eval_shape(model.stress_of, model.params, s)
-    except Exception as err:  # noqa: BLE001 - any failure means "no stress", as the reference
-        raise ProbeSkip(NO_STRESS) from err
-    if getattr(out, "shape", None) != (3, 3):
+    sig = (id(model), jax.tree_util.tree_structure(s), tuple((x.shape, x.dtype) for x in jax.tree.leaves(s)))
+    held, ok = _STRESS_SHAPES.get(sig, (None, None))
+    if held is not model:  # traced once per (model, shape class), not once per stress probe
+        try:
+            ok = getattr(jax.eval_shape(model.stress_of, model.params, s), "shape", None) == (3, 3)
+        except Exception:  # noqa: BLE001 - any failure means "no stress", as the reference
+            ok = False
+        if len(_STRESS_SHAPES) > 256:
+            _STRESS_SHAPES.clear()
+        _STRESS_SHAPES[sig] = (model, ok)  # the model is held, so its id stays its own
+    if not ok:
         raise ProbeSkip(NO_STRESS)
 
 
