@@ -11,7 +11,12 @@ for shears):
 * B_{mn} = ∂σ_m/∂γ_n (``derivatives.stress_strain``),
 
 by exact autodiff (default engine) or the reference's central differences
-(``derivatives=FiniteDifference()``, δ = 1e-3 Å and 1e-3 strain in float64).
+(``derivatives=FiniteDifference()``, δ = 1e-3 Å and 1e-3 strain in float64).  The
+probe is a staged plan (:mod:`jaxcert.probes.stages`): the blocks are ``tangent``
+requests (:mod:`jaxcert.kinds`) of the outputs, 3N along the unit position
+directions (σ tangents) and six along the deformations E_m (F and σ tangents; a
+step δ in γ_m is a step δ along E_m), plus three along the rotation generators
+Ω_k for the torque τ below (energy tangents).
 
 Exact identities at an arbitrary geometry (the prestress terms)
 ----------------------------------------------------------------
@@ -94,6 +99,8 @@ without pbc or stress.  Cost (model-evaluation equivalents): 1 + 3N + 6 + 6 jvp
 columns exact; 1 + 2(3N + 6 + 6) with order-2 finite differences (the engines
 compute whole blocks; the reference's 4 calls per pair + 12 would be 37 for 6
 pairs); plus 1 (exact) or 6 (FD) for the torque τ and the relaxation's steps + 1.
+The relaxation is the module's own kind ``relax_cell`` (:func:`relax_positions_and_cell`,
+registered with :func:`jaxcert.kinds.register`).
 """
 
 from __future__ import annotations
