@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 
 import jaxcert
-from jaxcert import cache, elements, models, substrates
+from jaxcert import cache, elements, kinds, models, substrates
+from jaxcert.derivatives import EXACT, FiniteDifference
 from jaxcert.models import lj as lj_module
-from jaxcert.probes import PROBES, suite
+from jaxcert.probes import PROBES, stages, suite
 
 PROBE_SET = "betti,zero_modes"  # zero_modes: a relaxation and LAPACK eigh (lazily initialised by jaxlib)
 
@@ -68,9 +69,11 @@ def test_a_stored_program_runs_in_a_fresh_process_with_identical_results(store, 
     lj_module._tables.cache_clear()
     rep = jaxcert.certify(models.get("lj"), "Ar", probes=PROBE_SET, seed=0, dtype=jnp.float64, compile_workers=0)
     assert store.hits == 0
-    assert len(list((tmp_path / "exec").rglob("*.entry"))) == 2  # one program per probe
+    # betti: 2 stage programs + the positions-tangent kernel; zero_modes: 3 stages + the relax kernel (its
+    # Hessian columns are answered by betti's tangent kernel: the same (model, kind, shape class))
+    assert len(list((tmp_path / "exec").rglob("*.entry"))) == 7
     child = _fresh_process(tmp_path)
-    assert child["hits"] == 2 and child["misses"] == 0  # nothing traced or compiled for the two probes
+    assert child["hits"] == 7 and child["misses"] == 0  # nothing traced or compiled for the two probes
     # the substrates and the LJ tables were read from the store (cache.stored), so ASE never built a crystal
     assert list((tmp_path / "host").rglob("*.entry")) and not child["ase_build"]
     assert child["status"] == {o.name: o.status for o in rep.outcomes}
@@ -78,11 +81,24 @@ def test_a_stored_program_runs_in_a_fresh_process_with_identical_results(store, 
     assert child["defects"] == {o.name: [float(x) for x in o.defect] for o in rep.outcomes}
 
 
-def _key(model, name="betti", cfg=None):
+def _key(model, kind="tangent", options=(("engine", EXACT), ("wrt", "positions")), substrate="cluster"):
+    """The store key of the model's kernel of ``kind`` on the ``substrate`` shape class (the program that holds
+    the model; betti's Jacobian columns on one Ar cluster come from the tangent kernel)."""
+    s = model.prepare(substrates.stacked(substrate, ["Ar"], dtype=jnp.float64)[0])
+    one = jax.tree.map(lambda x: x[0], s)
+    chunk = jax.tree.map(lambda x: jnp.broadcast_to(x, (suite.CHUNK, *x.shape)), one)
+    args = (chunk, jnp.zeros_like(chunk.positions)) if kind == "tangent" else (chunk,)
+    return cache.ExecutableStore("/nonexistent").key(("kernel", kinds.KINDS[kind], options, model), args)
+
+
+def _stage_key(name="betti", cfg=None, k=0):
+    """The store key of stage ``k`` of a probe's plan on one Ar substrate (no model in it)."""
     spec = PROBES[name]
-    s = model.prepare(substrates.stacked(spec.substrate, ["Ar"], dtype=jnp.float64)[0])
+    cfg = cfg or spec.config()
+    s = substrates.stacked(spec.substrate, ["Ar"], dtype=jnp.float64)[0]
     keys = jax.random.split(suite.probe_key(0, name), 1)
-    return cache.ExecutableStore("/nonexistent").key(("probe", name, cfg or spec.config(), (), model), (keys, s))
+    facts = stages.facts_of(models.get("lj"))
+    return cache.ExecutableStore("/nonexistent").key(("stage", spec.plan, k, cfg, facts), (keys, s))
 
 
 def test_keys_follow_what_the_program_computes():
@@ -91,9 +107,15 @@ def test_keys_follow_what_the_program_computes():
     assert base is not None and base == _key(models.get("lj"))  # a new, equal model: the same key
     assert _key(lj.replace(params=jax.tree_util.tree_map(lambda p: p * 1.01, lj.params))) != base  # parameters
     assert _key(models.get("lj", rc=6.0)) != base  # a closed-over constant of the energy function
-    assert _key(lj, cfg=PROBES["betti"].config(n_pairs=6)) != base  # the probe's config
     assert _key(lj.replace(name="other")) != base  # static fields
-    assert _key(lj, name="smoothness") != base
+    assert _key(lj, kind="evaluate", options=()) != base  # another kind
+    assert _key(lj, options=(("engine", FiniteDifference()), ("wrt", "positions"))) != base  # its options
+    # a stage program is keyed by the probe's plan, stage and config, and by no model
+    stage = _stage_key()
+    assert stage is not None and stage == _stage_key()
+    assert _stage_key(cfg=PROBES["betti"].config(n_pairs=6)) != stage  # the probe's config
+    assert _stage_key(k=1) is None or _stage_key(k=1) != stage
+    assert _stage_key(name="smoothness") != stage
 
 
 def test_a_function_from_outside_jaxcert_is_keyed_by_tracing_not_by_its_code():
@@ -239,7 +261,8 @@ def test_a_model_that_calls_the_host_is_not_stored_and_still_runs(store, tmp_pat
     assert _key(model) is None  # the host code a pure_callback runs is invisible to any key
     rep = jaxcert.certify(model, "Ar", probes="betti", seed=0, dtype=jnp.float64, compile_workers=0)
     assert rep.outcomes[0].status == ["ok"]
-    assert not list((tmp_path / "exec").rglob("*.entry"))
+    # only betti's two stage programs (no model in them) are stored; the kernel that calls the host is not
+    assert len(list((tmp_path / "exec").rglob("*.entry"))) == 2 and store.misses == 2
 
 
 USER_CHILD = r"""
@@ -277,10 +300,11 @@ def test_a_users_model_is_stored_and_loaded_in_a_fresh_process_with_identical_re
         return json.loads(out.stdout.strip().splitlines()[-1])
 
     cold = child()
-    assert cold["hits"] == 0 and cold["misses"] == 2
-    assert len(list((cache_dir / "exec").rglob("*.entry"))) == 2  # one program per probe, stored
+    # betti: 2 stages + the tangent kernel; parity: 2 stages + the evaluate kernel on the crystal
+    assert cold["hits"] == 0 and cold["misses"] == 6
+    assert len(list((cache_dir / "exec").rglob("*.entry"))) == 6
     warm = child()
-    assert warm["hits"] == 2 and warm["misses"] == 0  # both probe programs loaded, neither compiled
+    assert warm["hits"] == 6 and warm["misses"] == 0  # every program loaded, none compiled
     assert warm["compiles"] < cold["compiles"]
     assert warm["status"] == cold["status"] == {"betti": ["ok"], "parity": ["ok"]}
     assert warm["defects"] == cold["defects"]  # bit-identical: the very executables the first process compiled
@@ -288,11 +312,11 @@ def test_a_users_model_is_stored_and_loaded_in_a_fresh_process_with_identical_re
 
 def test_a_corrupt_entry_is_a_miss_and_is_recompiled(store, tmp_path):
     first = jaxcert.certify(models.get("lj"), "Ar", probes="betti", seed=0, dtype=jnp.float64, compile_workers=0)
-    (entry,) = (tmp_path / "exec").rglob("*.entry")
+    entry = store._file(_key(models.get("lj")))  # the kernel, the program that holds the model
     entry.write_bytes(b"not an executable")
     suite._EXECUTABLES.clear()
     again = jaxcert.certify(models.get("lj"), "Ar", probes="betti", seed=0, dtype=jnp.float64, compile_workers=0)
-    assert store.misses >= 1 and store.hits == 0
+    assert store.misses == 4 and store.hits == 2  # 3 + the corrupt kernel; betti's 2 stage programs hit
     np.testing.assert_array_equal(again.outcomes[0].defect, first.outcomes[0].defect)
     assert entry.read_bytes() != b"not an executable"  # stored again, compiled afresh
 
@@ -333,9 +357,9 @@ def test_a_warm_jax_cache_with_an_empty_store_stores_working_programs(store, tmp
     for entry in (tmp_path / "exec").rglob("*.entry"):
         entry.unlink()  # the store is empty, JAX's cache (tmp_path / "xla") still holds the program
     filling = _fresh_process(tmp_path, probes="betti")
-    assert filling["misses"] == 1 and filling["hits"] == 0 and list((tmp_path / "exec").rglob("*.entry"))
+    assert filling["misses"] == 3 and filling["hits"] == 0 and list((tmp_path / "exec").rglob("*.entry"))
     warm = _fresh_process(tmp_path, probes="betti")
-    assert warm["hits"] == 1 and warm["misses"] == 0 and warm["status"] == {"betti": ["ok"]}
+    assert warm["hits"] == 3 and warm["misses"] == 0 and warm["status"] == {"betti": ["ok"]}
     assert warm["defects"] == filling["defects"] == {"betti": [float(x) for x in rep.outcomes[0].defect]}
 
 
@@ -379,7 +403,8 @@ def test_a_planted_pickle_is_never_unpickled(where, store, tmp_path):
         np.testing.assert_array_equal(s.positions, ref.positions)
     again = jaxcert.certify(models.get("lj"), "Ar", probes="betti", seed=0, dtype=jnp.float64, compile_workers=0)
     assert not marker.exists()
-    assert again.outcomes[0].status == ["ok"] and store.hits == (1 if where == "host" else 0)
+    # host: every program hits (3); exec: the planted kernel is a miss, betti's 2 stage programs hit
+    assert again.outcomes[0].status == ["ok"] and store.hits == (3 if where == "host" else 2)
     np.testing.assert_array_equal(again.outcomes[0].defect, first.outcomes[0].defect)
 
 
@@ -395,7 +420,7 @@ def test_a_planted_executable_payload_cannot_name_other_globals(store, tmp_path)
     store._file(key).write_bytes(cache._seal("exec", key, cache._pack(tree, {"payload": evil})))
     suite._EXECUTABLES.clear()
     again = jaxcert.certify(models.get("lj"), "Ar", probes="betti", seed=0, dtype=jnp.float64, compile_workers=0)
-    assert not marker.exists() and store.hits == 0 and store.misses >= 1
+    assert not marker.exists() and store.hits == 2 and store.misses >= 1  # the stages hit, the kernel is compiled
     np.testing.assert_array_equal(again.outcomes[0].defect, first.outcomes[0].defect)
 
 

@@ -56,7 +56,8 @@ def report(lj):
 def test_shared_programs_give_each_probe_alone(report, lj, name):
     """Suite (stage programs + kernels in chunks of 64) vs the probe called alone on one element.
 
-    Bound: |Δd| ≤ r·|d| + 1e-12 (defects in the probe's units, all O(1e-3…1) scales), r = 1e-9 for
+    Bound: |Δd| ≤ r·|d| + 1e-10 (defects in the probe's units, scales 1e-3…1; representation sits at a
+    round-off floor of 1e-11), r = 1e-9 for
     probes that evaluate fixed geometries, 1e-6 for those whose geometry comes out of a loop (a BFGS
     relaxation or a trajectory). The only differences are in the order of floating-point sums (XLA
     batches the kernel over a chunk of items or over the elements, the probe alone over its own
@@ -74,7 +75,7 @@ def test_shared_programs_give_each_probe_alone(report, lj, name):
             continue
         d_suite, d_alone = row[el]["defect"], float(alone.defect)
         r = 1e-6 if name in LOOPS else 1e-9
-        assert abs(d_suite - d_alone) <= r * abs(d_alone) + 1e-12, (name, el, d_suite, d_alone)
+        assert abs(d_suite - d_alone) <= r * abs(d_alone) + 1e-10, (name, el, d_suite, d_alone)
         assert abs(row[el]["score"] - float(alone.score)) <= r, (name, el)
 
 
