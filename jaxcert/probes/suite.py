@@ -502,13 +502,13 @@ def _run_probe(model: Model, spec, cfg, keys: jax.Array, batch: Structure, memo:
     if spec.plan is None:
         return _call(_compiled(model, spec, cfg, ()), (keys, batch))
     if spec.check is not None:
-        spec.check(model, jax.tree.map(lambda x: x[0], batch), cfg)
+        spec.check(model, jax.tree.map(lambda x: _host(x)[0], batch), cfg)
     facts = stages.facts_of(model)
     fns = spec.plan(cfg, facts)
-    out = _call(_stage_program(spec, cfg, facts, 0, fns), (keys, batch))
+    out = jax.tree.map(_host, _call(_stage_program(spec, cfg, facts, 0, fns), (keys, batch)))
     for k in range(1, len(fns)):
         answers = _answer(model, out.requests, memo)
-        out = _call(_stage_program(spec, cfg, facts, k, fns), (out.state, answers))
+        out = jax.tree.map(_host, _call(_stage_program(spec, cfg, facts, k, fns), (out.state, answers)))
     return out
 
 
@@ -550,20 +550,31 @@ def _chunk(model: Model, kind: str, n_items: int) -> int:
     return max(1, min(size, model.max_batch) if model.max_batch else size)
 
 
+def _is_key(x: Any) -> bool:
+    return jnp.issubdtype(getattr(x, "dtype", np.float64), jax.dtypes.prng_key)
+
+
+def _host(x: Any) -> Any:
+    """A program's output as a host (numpy) array, so reshaping, padding and slicing between programs compile
+    nothing (eager jnp ops would each compile a small program per shape); PRNG keys stay JAX arrays."""
+    return x if _is_key(x) else np.asarray(x)
+
+
 def _flatten_items(req) -> tuple[tuple[int, ...], int, tuple]:
     lead_nd = 1 + req.batch_ndim  # the substrates' axis, then the request's own batch axes
     lead = tuple(jax.tree.leaves(req.args)[0].shape[:lead_nd])
     n = int(np.prod(lead))
-    flat = jax.tree.map(lambda x: jnp.reshape(x, (n, *x.shape[lead_nd:])), req.args)
+    flat = jax.tree.map(lambda x: _host(x).reshape((n, *x.shape[lead_nd:])), req.args)
     return lead, n, flat
 
 
 def _padded_chunks(flat: tuple, n: int, size: int) -> list[tuple]:
     """``flat`` cut into chunks of ``size`` items, the last padded by repeating the last item."""
     n_chunks = -(-n // size)
+    if n_chunks == 1 and size == n:
+        return [flat]
     idx = np.minimum(np.arange(n_chunks * size), n - 1)
-    padded = flat if n_chunks * size == n else jax.tree.map(lambda x: x[idx], flat)
-    return [jax.tree.map(lambda x, c=c: x[c * size:(c + 1) * size], padded) for c in range(n_chunks)]
+    return [jax.tree.map(lambda x, c=c: x[idx[c * size:(c + 1) * size]], flat) for c in range(n_chunks)]
 
 
 def _memo_key(req) -> tuple:
@@ -589,17 +600,17 @@ def _answer(model: Model, requests: Any, memo: dict[Any, Any]) -> Any:
         mkey = _memo_key(req) if req.kind not in kinds.CHUNKED else None
         if mkey is not None and mkey in memo:
             out = jax.tree.map(lambda x: x, memo[mkey], is_leaf=lambda x: isinstance(x, kinds.Fresh))
-            out = jax.tree.map(lambda f: f._replace(fresh=jnp.zeros_like(f.fresh)) if isinstance(f, kinds.Fresh)
+            out = jax.tree.map(lambda f: f._replace(fresh=np.zeros_like(f.fresh)) if isinstance(f, kinds.Fresh)
                                else f, out, is_leaf=lambda x: isinstance(x, kinds.Fresh))
         else:
             run = _kernel(model, req.kind, req.options)
             size = _chunk(model, req.kind, n)
-            parts = [_call(run, chunk) for chunk in _padded_chunks(flat, n, size)]
-            out = parts[0] if len(parts) == 1 else jax.tree.map(lambda *xs: jnp.concatenate(xs), *parts)
+            parts = [jax.tree.map(_host, _call(run, chunk)) for chunk in _padded_chunks(flat, n, size)]
+            out = parts[0] if len(parts) == 1 else jax.tree.map(lambda *xs: np.concatenate(xs), *parts)
             out = jax.tree.map(lambda x: x[:n], out)
             if mkey is not None:
                 memo[mkey] = out
-        return jax.tree.map(lambda x: jnp.reshape(x, (*lead, *x.shape[1:])), out)
+        return jax.tree.map(lambda x: x.reshape((*lead, *x.shape[1:])), out)
 
     return jax.tree.map(one, requests, is_leaf=lambda x: isinstance(x, kinds.Request))
 
@@ -752,7 +763,7 @@ def _walk_abstract(model: Model, spec, cfg, keys: jax.Array, batch: Structure) -
         _executable(run, args)
         if k == len(fns) - 1:
             return
-        out = _out_shape(run, args)
+        out = _abstract(_out_shape(run, args))  # as the run passes them: host arrays, never weakly typed
         args = (out.state, jax.tree.map(lambda r: _abstract_answer(model, r), out.requests,
                                         is_leaf=lambda x: isinstance(x, kinds.Request)))
 
