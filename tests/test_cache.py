@@ -69,11 +69,11 @@ def test_a_stored_program_runs_in_a_fresh_process_with_identical_results(store, 
     lj_module._tables.cache_clear()
     rep = jaxcert.certify(models.get("lj"), "Ar", probes=PROBE_SET, seed=0, dtype=jnp.float64, compile_workers=0)
     assert store.hits == 0
-    # betti: 2 stage programs + the positions-tangent kernel; zero_modes: 3 stages + the relax kernel (its
-    # Hessian columns are answered by betti's tangent kernel: the same (model, kind, shape class))
-    assert len(list((tmp_path / "exec").rglob("*.entry"))) == 7
+    # betti: 2 stage programs + the positions-tangent kernel on a chunk of 32 (its 24 columns); zero_modes:
+    # 3 stages + the relax kernel + the same tangent kernel on a chunk of 64 (its 39 Hessian columns)
+    assert len(list((tmp_path / "exec").rglob("*.entry"))) == 8
     child = _fresh_process(tmp_path)
-    assert child["hits"] == 7 and child["misses"] == 0  # nothing traced or compiled for the two probes
+    assert child["hits"] == 8 and child["misses"] == 0  # nothing traced or compiled for the two probes
     # the substrates and the LJ tables were read from the store (cache.stored), so ASE never built a crystal
     assert list((tmp_path / "host").rglob("*.entry")) and not child["ase_build"]
     assert child["status"] == {o.name: o.status for o in rep.outcomes}
@@ -86,7 +86,8 @@ def _key(model, kind="tangent", options=(("engine", EXACT), ("wrt", "positions")
     the model; betti's Jacobian columns on one Ar cluster come from the tangent kernel)."""
     s = model.prepare(substrates.stacked(substrate, ["Ar"], dtype=jnp.float64)[0])
     one = jax.tree.map(lambda x: x[0], s)
-    chunk = jax.tree.map(lambda x: jnp.broadcast_to(x, (suite.CHUNK, *x.shape)), one)
+    size = suite._chunk(model, kind, PROBES["betti"].config().n_pairs * 2)  # betti's 24 columns: a chunk of 32
+    chunk = jax.tree.map(lambda x: jnp.broadcast_to(x, (size, *x.shape)), one)
     args = (chunk, jnp.zeros_like(chunk.positions)) if kind == "tangent" else (chunk,)
     return cache.ExecutableStore("/nonexistent").key(("kernel", kinds.KINDS[kind], options, model), args)
 

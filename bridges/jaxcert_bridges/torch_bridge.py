@@ -191,8 +191,8 @@ class TorchBackend(Backend):
             E.append(e.detach().double().numpy())
             gR += [x.detach().double().numpy() for x in g[:B]]
             gh += [x.detach().double().numpy() for x in g[B:]]
-            HR += hr
-            Hh += hc
+            HR += [hr[b][: tR[i].shape[0]] for b, i in enumerate(idx)]  # each geometry's own T (padded to the most)
+            Hh += [hc[b][: th[i].shape[0]] for b, i in enumerate(idx)]
         return (np.concatenate(E) if E else np.zeros(0)), gR, gh, HR, Hh
 
     def _double_backward(self, outs, inputs, tangents, T: int):
