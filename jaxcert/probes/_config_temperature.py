@@ -131,9 +131,6 @@ def plan(cfg: ConfigTemperatureConfig, facts: stages.Facts):
     engine = cfg.derivatives
     idx = frame_indices(cfg.thermostat.warmup_steps, cfg.n_steps, cfg.sample_every)
 
-    def ask_trajectory(key, s):
-        return stages.Ask(key, kinds.langevin(s, key, cfg.thermostat, cfg.n_steps))
-
     def ask_products(key, answer):
         traj, traj_evals, reused = _statmech.charge(answer)
         ref = traj.reference
@@ -189,7 +186,7 @@ def plan(cfg: ConfigTemperatureConfig, facts: stages.Facts):
         }
         return finalize(defect, score_map(defect, cfg.scale), True, n_evals, details)
 
-    return ask_trajectory, ask_products, reduce
+    return _statmech.ask_trajectory(cfg, keep_key=True), ask_products, reduce
 
 
 register(ProbeSpec(name="config_temperature", fn=config_temperature, config=ConfigTemperatureConfig,

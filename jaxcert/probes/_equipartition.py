@@ -182,9 +182,6 @@ def plan(cfg: EquipartitionConfig, facts: stages.Facts):
     engine = cfg.derivatives
     idx = frame_indices(cfg.thermostat.warmup_steps, cfg.n_steps, cfg.sample_every)
 
-    def ask_trajectory(key, s):
-        return stages.Ask(None, kinds.langevin(s, key, cfg.thermostat, cfg.n_steps))
-
     def ask_hessian(state, answer):
         del state
         traj, traj_evals, reused = _statmech.charge(answer)
@@ -250,7 +247,7 @@ def plan(cfg: EquipartitionConfig, facts: stages.Facts):
         }
         return finalize(defect, score_map(defect, cfg.scale), True, n_evals, details)
 
-    return ask_trajectory, ask_hessian, reduce
+    return _statmech.ask_trajectory(cfg), ask_hessian, reduce
 
 
 register(ProbeSpec(name="equipartition", fn=equipartition, config=EquipartitionConfig, substrate="cluster",

@@ -27,7 +27,16 @@ from jaxcert.probes import stages
 from jaxcert.probes.base import ProbeResult
 from jaxcert.structure import Structure
 
-__all__ = ["charge", "run"]
+__all__ = ["ask_trajectory", "charge", "run"]
+
+
+def ask_trajectory(cfg: Any, keep_key: bool = False):
+    """Stage 0 of a stat-mech plan: ask for the trajectory with the probe's key, thermostat and ``n_steps``;
+    the state carried on is the key (``keep_key``, for later draws) or nothing."""
+    def ask(key: jax.Array, s: Structure) -> stages.Ask:
+        return stages.Ask(key if keep_key else None, kinds.langevin(s, key, cfg.thermostat, cfg.n_steps))
+
+    return ask
 
 
 def charge(answer: kinds.Fresh) -> tuple[Trajectory, jax.Array, jax.Array]:

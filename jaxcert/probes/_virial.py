@@ -43,7 +43,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert import kinds
 from jaxcert.dynamics import LangevinConfig, Trajectory, frame_indices, trajectory_details
 from jaxcert.geometry import det3, inv3, is_concrete
 from jaxcert.model import Model
@@ -105,9 +104,6 @@ def plan(cfg: VirialConfig, facts: stages.Facts):
     then reduce its sampled frames (no further model quantity)."""
     del facts
 
-    def ask(key, s):
-        return stages.Ask(None, kinds.langevin(s, key, cfg.thermostat, cfg.n_steps))
-
     def reduce(state, answer):
         del state
         traj, traj_evals, reused = _statmech.charge(answer)
@@ -140,7 +136,7 @@ def plan(cfg: VirialConfig, facts: stages.Facts):
         }
         return finalize(defect, score_map(defect, cfg.scale), True, traj_evals, details)
 
-    return ask, reduce
+    return _statmech.ask_trajectory(cfg), reduce
 
 
 register(ProbeSpec(name="virial", fn=virial, config=VirialConfig, substrate="cluster", target=1.0, gated=False,
