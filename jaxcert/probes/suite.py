@@ -37,6 +37,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import functools
+import hashlib
 import os
 import threading
 import time
@@ -583,10 +584,9 @@ def _padded_chunks(flat: tuple, n: int, size: int) -> list[tuple]:
 
 def _memo_key(req) -> tuple:
     leaves, treedef = jax.tree_util.tree_flatten(req.args)
-    import hashlib
     h = hashlib.sha256()
     for x in leaves:
-        a = np.asarray(jax.random.key_data(x) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key) else x)
+        a = np.asarray(jax.random.key_data(x) if _is_key(x) else x)
         h.update(f"{a.dtype}{a.shape}".encode())
         h.update(np.ascontiguousarray(a).tobytes())
     return (req.kind, req.options, req.batch_ndim, str(treedef), h.hexdigest())
@@ -603,9 +603,8 @@ def _answer(model: Model, requests: Any, memo: dict[Any, Any]) -> Any:
         lead, n, flat = _flatten_items(req)
         mkey = _memo_key(req) if req.kind not in kinds.CHUNKED else None
         if mkey is not None and mkey in memo:
-            out = jax.tree.map(lambda x: x, memo[mkey], is_leaf=lambda x: isinstance(x, kinds.Fresh))
             out = jax.tree.map(lambda f: f._replace(fresh=np.zeros_like(f.fresh)) if isinstance(f, kinds.Fresh)
-                               else f, out, is_leaf=lambda x: isinstance(x, kinds.Fresh))
+                               else f, memo[mkey], is_leaf=lambda x: isinstance(x, kinds.Fresh))
         else:
             run = _kernel(model, req.kind, req.options)
             size = _chunk(model, req.kind, n)
