@@ -242,15 +242,16 @@ class Exact:
         return batching.vmap(one, model.max_batch)(jnp.asarray(offsets, s.positions.dtype))
 
 
-def _central(f, x0: jax.Array, direction: jax.Array, h: float, order: int) -> jax.Array:
-    """Central difference of f along ``direction`` (unit step h)."""
+def _central(f, x0: jax.Array, direction: jax.Array, h: float, order: int) -> Any:
+    """Central difference of f (array- or pytree-valued) along ``direction`` (unit step h)."""
+    def at(t):
+        return f(x0 + t * direction)
+
     if order == 2:
-        return (f(x0 + h * direction) - f(x0 - h * direction)) / (2 * h)
+        return jax.tree.map(lambda a, b: (a - b) / (2 * h), at(h), at(-h))
     if order == 4:
-        return (
-            -f(x0 + 2 * h * direction) + 8 * f(x0 + h * direction)
-            - 8 * f(x0 - h * direction) + f(x0 - 2 * h * direction)
-        ) / (12 * h)
+        return jax.tree.map(lambda a, b, c, d: (-a + 8 * b - 8 * c + d) / (12 * h),
+                            at(2 * h), at(h), at(-h), at(-2 * h))
     raise ValueError(f"finite-difference order must be 2 or 4, got {order}")
 
 

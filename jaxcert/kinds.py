@@ -41,6 +41,7 @@ import numpy as np
 
 from jaxcert import batching, dynamics, relax
 from jaxcert.cache import register_storable
+from jaxcert.derivatives import _central
 from jaxcert.geometry import det3
 from jaxcert.model import Model, _sym, strain
 from jaxcert.model import _guard as guard
@@ -112,19 +113,6 @@ def outputs(model: Model, s: Structure) -> EFS:
     )(s.positions, zero)
     F = guard(s, -gR * s.mask[..., None].astype(gR.dtype))
     return EFS(E, F, guard(s, gE / jnp.abs(det3(s.cell))))
-
-
-def _central(f: Callable[[Any], Any], x0: Any, direction: Any, h: Any, order: int) -> Any:
-    """Central difference of the pytree-valued ``f`` along ``direction`` with step ``h`` (order 2 or 4)."""
-    def at(t):
-        return f(x0 + t * direction)
-
-    if order == 2:
-        return jax.tree.map(lambda a, b: (a - b) / (2 * h), at(h), at(-h))
-    if order == 4:
-        return jax.tree.map(lambda a, b, c, d: (-a + 8 * b - 8 * c + d) / (12 * h),
-                            at(2 * h), at(h), at(-h), at(-2 * h))
-    raise ValueError(f"finite-difference order must be 2 or 4, got {order}")
 
 
 def _evaluate(model: Model, s: Structure) -> EFS:
