@@ -8,7 +8,8 @@ import os
 import pathlib
 from typing import Any
 
-from jaxcert.report import machine, to_jsonable
+from jaxcert.core.device import machine
+from jaxcert.report import to_jsonable
 
 __all__ = ["finish"]
 

@@ -8,7 +8,7 @@ Both sides run the same runs on the same structures with the same JAX model
   for attack + FIRE relaxation.  Timed cold (compilation included) and warm
   (the same call again).
 * **ASE loop** (the reference's architecture, docs/attacks.md §2): for each structure
-  ``ase.optimize.FIRE`` (ASE defaults, the same as :func:`jaxcert.relax.fire`) to
+  ``ase.optimize.FIRE`` (ASE defaults, the same as :func:`jaxcert.optim.relax.fire`) to
   R_ref, then for each run a numpy sign-gradient attack with g = −F from the
   calculator (the reference's non-MACE path) and a second ``ase.optimize.FIRE``.
   The model enters through the small :class:`JaxCalculator` adapter below, which

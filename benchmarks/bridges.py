@@ -34,7 +34,8 @@ import jaxcert_bridges as jb  # noqa: E402
 from certify import fd_configs  # noqa: E402  (benchmarks/certify.py: every probe's engine set to FD)
 
 import jaxcert  # noqa: E402
-from jaxcert.report import machine, to_jsonable  # noqa: E402
+from jaxcert.core.device import machine  # noqa: E402
+from jaxcert.report import to_jsonable  # noqa: E402
 
 
 def one(spec: str, elements: str, configs=None) -> dict:

@@ -17,7 +17,7 @@ Also times whole ``jaxcert certify`` processes (imports included), which is what
 new user and CI see: with the caches off, then with a fresh cache directory (the first
 process fills it, the second loads the compiled programs: each probe program from
 jaxcert's executable store without tracing, the rest from JAX's persistent cache;
-:mod:`jaxcert.cache`). The load average is recorded around every process.
+:mod:`jaxcert.core.cache`). The load average is recorded around every process.
 
 Writes ``benchmarks/results/certify.json`` with the machine description.
 Usage: ``python benchmarks/certify.py [--skip-fd] [--cases lj10,emt_cu]``.
@@ -38,9 +38,9 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 
 import jaxcert  # noqa: E402
-from jaxcert.derivatives import FiniteDifference  # noqa: E402
+from jaxcert.core.derivatives import FiniteDifference  # noqa: E402
+from jaxcert.core.device import machine  # noqa: E402
 from jaxcert.probes import PROBES  # noqa: E402
-from jaxcert.report import machine  # noqa: E402
 
 #: pescert's (newest version) wall times, measured side by side on this machine class on a quiet machine
 #: (issue 10 of the project tracker); quoted, since the reference is not an installable package.
@@ -99,7 +99,7 @@ def cli_runs(mname: str, els: list[str]) -> dict:
         subprocess.run(cmd, env=dict(os.environ, JAXCERT_CACHE_DIR=cache_dir), check=True, capture_output=True)
         out[label] = time.perf_counter() - t
         out[label.replace("_s", "_load_1min")] = [load_before[0], os.getloadavg()[0]]
-    # what the warm process could load without tracing (jaxcert.cache's executable store, one entry per program)
+    # what the warm process could load without tracing (jaxcert.core.cache's executable store, one entry per program)
     out["cli_store_entries"] = len(list(pathlib.Path(cache, "exec").rglob("*.entry")))
     return out
 
@@ -156,7 +156,7 @@ def main() -> None:
                "note": "cold includes compilation; the reference wall times (pescert, newest version, 176.5 s and "
                        "11.5 s on a quiet machine of this class) are quoted, not re-run here"}
     pathlib.Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    pathlib.Path(a.out).write_text(json.dumps(jaxcert.report.to_jsonable(payload), indent=2))
+    pathlib.Path(a.out).write_text(json.dumps(jaxcert.report.certification.to_jsonable(payload), indent=2))
     print(f"wrote {a.out}")
 
 

@@ -32,7 +32,7 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 
 from jaxcert import models  # noqa: E402
-from jaxcert.report import machine  # noqa: E402
+from jaxcert.core.device import machine  # noqa: E402
 
 IMPORT_S = time.perf_counter() - T_IMPORT
 EVENTS = {

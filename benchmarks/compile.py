@@ -71,7 +71,7 @@ def neural_pair_model() -> Any:
     centres = jnp.linspace(0.8, cutoff, n_basis)
 
     def energy_fn(p: dict[str, Any], s: Any) -> Any:
-        pr = jaxcert.neighbors.pairs(s, cutoff=cutoff)
+        pr = jaxcert.core.neighbors.pairs(s, cutoff=cutoff)
         r = jnp.where(pr.mask, pr.r, cutoff)
         basis = jnp.exp(-4.0 * (r[..., None] - centres) ** 2)
         h = jax.nn.silu(basis @ p["l1"]["w"] + p["l1"]["b"])
@@ -109,7 +109,7 @@ def child(case: str, mode: str, cache_dir: str, elements: str) -> dict[str, Any]
     import jax.numpy as jnp
 
     import jaxcert
-    from jaxcert.cache import enable_compilation_cache
+    from jaxcert.core.cache import enable_compilation_cache
 
     enable_compilation_cache()
     ev = {"compile_s": 0.0, "trace_s": 0.0, "lower_s": 0.0, "programs": 0}

@@ -31,9 +31,9 @@ import numpy as np  # noqa: E402
 from ase.build import bulk  # noqa: E402
 
 import jaxcert  # noqa: E402
-from jaxcert import substrates  # noqa: E402
-from jaxcert.derivatives import EXACT, FiniteDifference  # noqa: E402
-from jaxcert.report import machine  # noqa: E402
+from jaxcert.core.derivatives import EXACT, FiniteDifference  # noqa: E402
+from jaxcert.core.device import machine  # noqa: E402
+from jaxcert.probes import substrates  # noqa: E402
 
 CASES = {  # model -> (kwargs, element, lattice, a, cubic repeat to 64 atoms)
     "lj": ({}, "Si", "diamond", 5.43, (2, 2, 2)),

@@ -8,7 +8,7 @@ average from ``benchmarks/_record.py``):
    nearest in log N).  Per size, in a fresh worker process: one energy+forces call (jitted
    ``Model.energy_and_forces_of``, warm, ``block_until_ready``, best of k) on the path
    :meth:`jaxcert.Model.prepare` chooses (cell list with a Verlet skin, or dense), the energy alone, the cell
-   list's rebuild (:func:`jaxcert.neighbors.build`), and, where XLA's memory analysis of the compiled program
+   list's rebuild (:func:`jaxcert.core.neighbors.build`), and, where XLA's memory analysis of the compiled program
    fits the budget and the predicted time the time budget, the dense path (``neighbor_list=DENSE``) with the
    agreement of both paths.  Memory: ``ru_maxrss`` of the worker process (its peak resident set, MiB) after
    each path, and the compiled program's XLA temporary buffer (``memory_analysis``).  The cost exponent is the
@@ -34,7 +34,7 @@ average from ``benchmarks/_record.py``):
    ASE's FIRE (dt 0.1, dt_max 1, N_min 5, f_inc 1.1, f_dec 0.5, α 0.1, f_α 0.99, maxstep 0.2 Å; TorchSim's
    ``md_flavor="ase_fire"``) to max|F| < 1e-3 eV/Å, ≤ 1000 steps.  TorchSim: ``ts.optimize`` (its in-flight
    batching, convergence tested every 5 steps, its default).  jaxcert: ``jax.vmap`` of
-   :func:`jaxcert.relax.fire` over each size group (structures stacked per size), and a plain loop of the
+   :func:`jaxcert.optim.relax.fire` over each size group (structures stacked per size), and a plain loop of the
    jitted ``fire`` per structure; cold (compile included) and warm.  Structures/s, evaluations per structure.
 
 Usage::
@@ -169,7 +169,7 @@ def w_ef(p: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
     import jaxcert
-    from jaxcert import neighbors
+    from jaxcert.core import neighbors
 
     model = jaxcert.models.get(p["model"])
     atoms, k = rattled(p["model"], p["n"])
@@ -488,7 +488,7 @@ def w_jaxbatch(p: dict[str, Any]) -> dict[str, Any]:
 
     import jaxcert
     from jaxcert.models.lj import lennard_jones
-    from jaxcert.relax import fire
+    from jaxcert.optim.relax import fire
 
     model = lennard_jones(sigma=LJ_SIGMA, epsilon=LJ_EPS, rc=LJ_RC, smooth=False)
     atoms = lj_structures(p["count"])
@@ -565,7 +565,7 @@ def w_relaxmem(p: dict[str, Any]) -> dict[str, Any]:
     jax = _jax()
 
     import jaxcert
-    from jaxcert import relax
+    from jaxcert.optim import relax
 
     model = jaxcert.models.get(p["model"])
     atoms, k = rattled(p["model"], p["n"])
@@ -595,7 +595,7 @@ def w_relaxmem(p: dict[str, Any]) -> dict[str, Any]:
 def relaxer_memory(a, xla_env: dict[str, str]) -> None:
     """``--relaxer-memory``: FIRE, L-BFGS and dense BFGS at the requested sizes; the rows go under the key
     ``relaxer_memory`` of the existing ``--out`` JSON (its other results are kept)."""
-    from jaxcert.report import machine
+    from jaxcert.core.device import machine
 
     load_start = os.getloadavg()
     rows = []

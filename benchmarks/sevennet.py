@@ -2,7 +2,7 @@
 
 Cases (issue 12 item 7):
 
-* batches of 1, 10 and 100 13-atom clusters (the probe substrate of ``jaxcert.substrates.cluster``
+* batches of 1, 10 and 100 13-atom clusters (the probe substrate of ``jaxcert.probes.substrates.cluster``
   for Li, Be, B, C, Na, Mg, Al, Si, P, S, rattled by 0.05 Å, seeded), one vmapped call per batch;
 * a 64-atom Si cell (diamond, 2x2x2 conventional, rattled 0.05 Å; dense neighbour path) and a 512-atom one
   (4x4x4; the cell list, ``docs/architecture.md`` "Neighbour lists").
@@ -40,7 +40,7 @@ def structures(case: str, dtype) -> tuple[list, str]:
     """ASE structures of a case and a one-line description."""
     from ase.build import bulk
 
-    from jaxcert import substrates
+    from jaxcert.probes import substrates
 
     if case.startswith("c") and case[1:].isdigit():
         count = int(case[1:])

@@ -2,16 +2,21 @@
 
 Core objects: :class:`Structure` (a pytree of positions Å, numbers, cell Å, pbc,
 masses amu, mask), :class:`Model` (pure energy function, optional force/stress
-heads), :mod:`jaxcert.derivatives` (exact and finite-difference engines),
-:mod:`jaxcert.models` (analytic zoo and defect models), :mod:`jaxcert.substrates`.
+heads), :mod:`jaxcert.core.derivatives` (exact and finite-difference engines),
+:mod:`jaxcert.models` (analytic zoo and defect models), :mod:`jaxcert.probes.substrates`.
 ``import jaxcert`` never imports torch.
+
+The package is laid out in rooms by role (docs/architecture.md, "Rooms"): ``core``, ``adapters``, ``optim``
+and ``report`` below; ``probes``, ``models``, ``attacks``, ``controls``, ``detective`` and ``cli`` above them.
+``adapters`` is imported first: it installs the ``Model.from_*`` constructors.
 """
 
-from jaxcert import derivatives, models, neighbors, units
-from jaxcert._adapters import Graph, build_graph
+from jaxcert import adapters, models
 from jaxcert._lam import LAMBDA_GATE, LambdaResult, lam, lambda_of_jacobian
 from jaxcert._version import __version__
-from jaxcert.model import (
+from jaxcert.adapters.frameworks import Graph, build_graph
+from jaxcert.core import derivatives, neighbors, units
+from jaxcert.core.model import (
     Model,
     StressUnavailable,
     UnsupportedElement,
@@ -20,12 +25,13 @@ from jaxcert.model import (
     strain,
     voigt,
 )
+from jaxcert.core.structure import Structure, StructureError, stack, unstack
 from jaxcert.probes.suite import certify
-from jaxcert.structure import Structure, StructureError, stack, unstack
 
 __all__ = [
     "Structure", "StructureError", "stack", "unstack",
     "Model", "StressUnavailable", "UnsupportedElement", "UnsupportedStructure", "strain", "voigt", "from_voigt",
-    "derivatives", "models", "neighbors", "units", "__version__", "certify", "lam", "LambdaResult", "LAMBDA_GATE",
+    "adapters", "derivatives", "models", "neighbors", "units", "__version__", "certify", "lam", "LambdaResult",
+    "LAMBDA_GATE",
     "lambda_of_jacobian", "Graph", "build_graph",
 ]

@@ -10,7 +10,7 @@ as the force field acquires curl.
 The computation is the suite's ``lam`` probe (:func:`jaxcert.probes.lam`, docs/probes.md §4.16),
 run by :func:`jaxcert.probes.run_on_structures`: ``lam(model)`` runs it on the ten seed-002
 structures (H2O, CH4, NH3, C2H4, C2H2, SO2, CH3OH, C6H6 from ASE's molecule set, cubic diamond,
-periodic graphene; :func:`jaxcert.substrates.lambda_structures`) and returns the per-structure
+periodic graphene; :func:`jaxcert.probes.substrates.lambda_structures`) and returns the per-structure
 table as a :class:`LambdaResult`.  Exact mode takes the Jacobian by ``jacfwd`` (one compiled
 program per shape group: the eight molecules are padded and vmapped together; padded rows/columns
 are exactly zero and do not change either norm).  ``fd=True`` uses central differences of the
@@ -27,12 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from jaxcert import inputs, substrates
-from jaxcert.derivatives import EXACT, FiniteDifference
-from jaxcert.model import Model
-from jaxcert.probes import LAMBDA_GATE, LamConfig, lambda_of_jacobian, run_on_structures
-from jaxcert.report import machine, package_versions, to_jsonable
-from jaxcert.structure import Structure
+from jaxcert.core import inputs
+from jaxcert.core.derivatives import EXACT, FiniteDifference
+from jaxcert.core.device import machine
+from jaxcert.core.model import Model
+from jaxcert.core.structure import Structure
+from jaxcert.probes import LAMBDA_GATE, LamConfig, lambda_of_jacobian, run_on_structures, substrates
+from jaxcert.report import package_versions, to_jsonable
 
 __all__ = ["lambda_of_jacobian", "lam", "LambdaResult", "LAMBDA_GATE"]
 

@@ -11,7 +11,7 @@ to :func:`jaxcert.certify` (``finished=``), which keeps them as they are and run
 the rest.  A probe counts as finished when it ran to a result (status ok, non-finite,
 skipped or unsupported) with the same probe config; a probe that crashed is run again.
 The file must come from the same model (its report metadata), elements, seed, dtype
-and jaxcert/jax versions; otherwise :class:`~jaxcert.inputs.InputError` says which
+and jaxcert/jax versions; otherwise :class:`~jaxcert.core.inputs.InputError` says which
 field differs.
 
 The shared Langevin trajectory of the statistical-mechanics probes is not stored: if
@@ -29,11 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from jaxcert import report_schema
-from jaxcert.inputs import InputError
+from jaxcert.core.inputs import InputError
 from jaxcert.probes.base import PROBES
 from jaxcert.probes.suite import ProbeOutcome
 from jaxcert.report import SCHEMA, Report, to_jsonable
+from jaxcert.report import schema as report_schema
 
 __all__ = ["write_report", "write_json", "load_finished", "FINISHED"]
 
@@ -111,7 +111,7 @@ def load_finished(path: str | os.PathLike, model: Any, elements: Sequence[str], 
     """The finished probes of the report file at ``path`` (``[]`` if the file does not exist).
 
     Raises :class:`InputError` if the file is not a jaxcert certification report (every field read here is
-    checked first by :func:`jaxcert.report_schema.load`: the message names the file and the field, e.g.
+    checked first by :func:`jaxcert.report.schema.load`: the message names the file and the field, e.g.
     ``--resume: r.json: probes[3].per_element.C: missing; allowed: ...``), or was written for a different
     model, element list, seed, dtype or jaxcert/jax version.
     """

@@ -15,7 +15,7 @@ model (:mod:`jaxcert.models.sevennet`), ``torch-sevennet`` the torch bridge.  Th
 still means the torch bridge and emits one :class:`SpellingWarning` (``jaxcert`` prints it as one
 ``jaxcert: warning:`` line).
 
-Every failure that comes from the spec or the files it names is an :class:`~jaxcert.inputs.InputError` naming
+Every failure that comes from the spec or the files it names is an :class:`~jaxcert.core.inputs.InputError` naming
 ``--model``.
 """
 
@@ -26,8 +26,9 @@ import os
 import sys
 import warnings
 
-from jaxcert import inputs, models
-from jaxcert.model import Model
+from jaxcert import models
+from jaxcert.core import inputs
+from jaxcert.core.model import Model
 
 __all__ = ["BRIDGED", "SpellingWarning", "canonical_spec", "load_model", "load_user_model", "apply_defects",
            "apply_max_batch"]

@@ -18,7 +18,7 @@ nn = pytest.importorskip("flax.linen")
 
 import jaxcert  # noqa: E402
 from jaxcert import Graph, Model, Structure, stack, unstack  # noqa: E402
-from jaxcert.model import strain  # noqa: E402
+from jaxcert.core.model import strain  # noqa: E402
 
 RC = 4.0
 

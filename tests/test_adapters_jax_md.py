@@ -22,8 +22,8 @@ jax_md = pytest.importorskip("jax_md")
 from jax_md import energy, partition, space  # noqa: E402
 
 from jaxcert import Model, Structure, UnsupportedStructure, stack, unstack  # noqa: E402
-from jaxcert.geometry import inv3  # noqa: E402
-from jaxcert.model import strain  # noqa: E402
+from jaxcert.core.geometry import inv3  # noqa: E402
+from jaxcert.core.model import strain  # noqa: E402
 from jaxcert.models import get  # noqa: E402
 
 EPS_SW = 2.1683  # jaxcert's SW epsilon (PRB 31, 5262); jax-md's default is 2.16826: pass the same value to both

@@ -98,7 +98,7 @@ def test_padding_atoms_are_inert(force_field):
 def test_ignoring_the_image_shifts_is_caught(force_field, monkeypatch):
     """Negative control: an adapter that drops the periodic image offsets (as a naive conversion of
     jaxcert's pair list would) gives another energy for a small periodic cell; the comparison sees it."""
-    import jaxcert._adapters as adapters
+    import jaxcert.adapters.frameworks as adapters
 
     monkeypatch.setattr(adapters, "inv3", lambda h: jnp.zeros_like(h))
     model = jaxcert.Model.from_mlip(force_field)
@@ -110,7 +110,7 @@ def test_ignoring_the_image_shifts_is_caught(force_field, monkeypatch):
 def test_unsupported_elements_and_configurations_are_refused(force_field):
     model = jaxcert.Model.from_mlip(force_field)
     assert model.elements == (1, 6, 14)
-    with pytest.raises(jaxcert.model.UnsupportedElement, match="Fe"):
+    with pytest.raises(jaxcert.core.model.UnsupportedElement, match="Fe"):
         model.energy(jaxcert.Structure.from_ase(Atoms("Fe2", positions=[[0, 0, 0], [0, 0, 2.2]]),
                                                 dtype=jnp.float64))
     with pytest.raises(TypeError, match="ForceField"):
@@ -138,7 +138,7 @@ def test_certify_from_the_cli_with_module_attr(tmp_path, monkeypatch, capsys):
 def test_importing_jaxcert_never_loads_mlip():
     import subprocess
 
-    code = ("import sys, jaxcert, jaxcert.model; "
+    code = ("import sys, jaxcert, jaxcert.core.model; "
             "bad = [m for m in ('mlip', 'e3j') if m in sys.modules]; assert not bad, bad")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

@@ -144,7 +144,7 @@ def _nequix_graph64() -> dict[str, tuple[float, np.ndarray, np.ndarray]]:
     from ase.geometry import complete_cell
     from nequix.data import atomic_numbers_to_indices, dict_to_graphstuple, preprocess_graph
 
-    from jaxcert import _nequix
+    from jaxcert.adapters import nequix as _nequix
 
     module, config = _nequix.load_nequix(CKPT)
     index = atomic_numbers_to_indices(config["atomic_numbers"])
@@ -203,7 +203,7 @@ def test_float64_equals_nequix_model_on_its_own_graph():
 def test_dropping_the_image_shifts_is_caught(calculator, monkeypatch):
     """Negative control: edge vectors r_j − r_i without the periodic image offset (a naive conversion of
     jaxcert's pair list) break the agreement on the periodic cell: the test can fail."""
-    import jaxcert._adapters as adapters
+    import jaxcert.adapters.frameworks as adapters
 
     build = adapters.build_graph
 
@@ -244,8 +244,9 @@ def test_matmul_precision_is_highest_in_the_network_only():
 
 
 def test_cli_spec_and_missing_file(tmp_path):
-    from jaxcert import inputs, models
+    from jaxcert import models
     from jaxcert.cli._common import load_model
+    from jaxcert.core import inputs
 
     assert "nequix" in models.spec_heads()
     m = load_model(f"nequix:{CKPT}@float32,capacity=128")
@@ -258,7 +259,7 @@ def test_cli_spec_and_missing_file(tmp_path):
 
 
 def test_importing_jaxcert_never_loads_nequix():
-    code = ("import sys, jaxcert, jaxcert.model, jaxcert.models; "
+    code = ("import sys, jaxcert, jaxcert.core.model, jaxcert.models; "
             "bad = [m for m in ('nequix', 'equinox', 'jraph') if m in sys.modules]; assert not bad, bad")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

@@ -1,4 +1,4 @@
-"""jaxcert.batching: vmap under a memory budget (Model.max_batch) computes what jax.vmap computes, in chunks."""
+"""jaxcert.core.batching: vmap under a memory budget (Model.max_batch) computes what jax.vmap computes, in chunks."""
 
 import json
 
@@ -9,8 +9,9 @@ import pytest
 from ase.build import bulk
 
 import jaxcert
-from jaxcert import batching, models
+from jaxcert import models
 from jaxcert.cli import main
+from jaxcert.core import batching
 
 
 def _rattled_batch(k: int) -> jaxcert.Structure:

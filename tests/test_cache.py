@@ -1,4 +1,4 @@
-"""The executable store (jaxcert/cache.py, docs/architecture.md §4.3): keys, hits, bit-identical results, misses.
+"""The executable store (jaxcert/core/cache.py, docs/architecture.md §4.3): keys, hits, bit-identical results, misses.
 
 A stored probe program is loaded in a fresh process without tracing and must give bit-identical results to the
 run that compiled it; anything jaxcert cannot fingerprint (a user's function) is never stored; a changed model,
@@ -18,10 +18,11 @@ import numpy as np
 import pytest
 
 import jaxcert
-from jaxcert import cache, elements, kinds, models, substrates
-from jaxcert.derivatives import EXACT, FiniteDifference
+from jaxcert import models
+from jaxcert.core import cache, elements
+from jaxcert.core.derivatives import EXACT, FiniteDifference
 from jaxcert.models import lj as lj_module
-from jaxcert.probes import PROBES, stages, suite
+from jaxcert.probes import PROBES, kinds, stages, substrates, suite
 
 PROBE_SET = "betti,zero_modes"  # zero_modes: a relaxation and LAPACK eigh (lazily initialised by jaxlib)
 
@@ -30,7 +31,9 @@ import json, sys
 import jax
 jax.config.update("jax_enable_x64", True)
 import jaxcert
-from jaxcert import cache, models, substrates
+from jaxcert import models
+from jaxcert.core import cache
+from jaxcert.probes import substrates
 cache.enable_compilation_cache(sys.argv[1])
 rep = jaxcert.certify(models.get("lj"), "Ar", probes=sys.argv[2], seed=0, dtype="float64", compile_workers=0)
 st = cache.executable_store()
@@ -156,7 +159,7 @@ def _soft_jvp(primals, tangents):
 
 
 def energy(p, s):
-    pr = jaxcert.neighbors.pairs(s, cutoff=6.0)
+    pr = jaxcert.core.neighbors.pairs(s, cutoff=6.0)
     r = jnp.where(pr.mask, pr.r, 6.0)
     a = p["a"]
     morse = jnp.exp(-2.0 * a * (r - 3.7)) - 2.0 * jnp.exp(-a * (r - 3.7))
@@ -220,7 +223,7 @@ def _energy_forces(model):
 
 
 def test_a_users_model_is_keyed_by_what_it_computes(tmp_path, monkeypatch):
-    from jaxcert import _model_key
+    from jaxcert.core import _model_key
 
     base_mod = _user_module(tmp_path / "base")
     base = base_mod.model()
@@ -272,7 +275,7 @@ import jax
 jax.config.update("jax_enable_x64", True)
 sys.path.insert(0, sys.argv[2])
 import jaxcert
-from jaxcert import cache
+from jaxcert.core import cache
 import user_model
 cache.enable_compilation_cache(sys.argv[1])
 compiles = []
@@ -470,8 +473,8 @@ def test_host_values_round_trip_as_data_and_anything_else_is_not_stored(store):
 
 
 def test_output_structures_are_stored_as_json():
-    from jaxcert.dynamics import LangevinConfig, Trajectory
-    from jaxcert.neighbors import CellListSpec, NeighborState
+    from jaxcert.core.neighbors import CellListSpec, NeighborState
+    from jaxcert.optim.dynamics import LangevinConfig, Trajectory
     from jaxcert.probes.base import ProbeResult
 
     s, _ = substrates.stacked("bulk", ["Ar", "Si"], dtype=jnp.float64)

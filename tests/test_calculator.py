@@ -1,4 +1,4 @@
-"""jaxcert.calculator: the one ASE calculator for jaxcert models (energy, forces, stress)."""
+"""jaxcert.adapters.calculator: the one ASE calculator for jaxcert models (energy, forces, stress)."""
 
 import numpy as np
 import pytest
@@ -7,7 +7,7 @@ from ase.calculators.calculator import PropertyNotImplementedError
 from ase.calculators.fd import calculate_numerical_forces, calculate_numerical_stress
 
 from jaxcert import models
-from jaxcert.calculator import to_ase_calculator
+from jaxcert.adapters.calculator import to_ase_calculator
 
 
 @pytest.fixture(scope="module")

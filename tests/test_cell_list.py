@@ -1,4 +1,4 @@
-"""The O(N) cell-list / Verlet path of jaxcert.neighbors agrees with the dense image path.
+"""The O(N) cell-list / Verlet path of jaxcert.core.neighbors agrees with the dense image path.
 
 Identity: both paths enumerate every pair within the cutoff and return the same smooth displacements
 r_j − r_i − ⌊f_j − f_i⌉·h, so energies, forces and stresses agree to round-off (issue 11: ≤ 1e-12 eV and
@@ -16,7 +16,7 @@ import pytest
 from ase.build import bulk, fcc111
 
 import jaxcert
-from jaxcert import neighbors as nb
+from jaxcert.core import neighbors as nb
 from jaxcert.models.eam import sutton_chen
 from jaxcert.models.lj import lennard_jones
 
@@ -139,7 +139,7 @@ def test_strain_derivatives_agree():
     """The strain-strain block (elastic constants) and the mixed strain-position block on both paths."""
     model = jaxcert.models.get("sw")
     dense, listed = _both(model, _si(2))
-    e = jaxcert.derivatives.EXACT
+    e = jaxcert.core.derivatives.EXACT
     np.testing.assert_allclose(e.stress_strain(model, listed), e.stress_strain(model, dense), rtol=0, atol=1e-11)
     np.testing.assert_allclose(e.force_strain(model, listed), e.force_strain(model, dense), rtol=0, atol=1e-10)
 
@@ -148,7 +148,7 @@ def test_strain_derivatives_agree():
 def test_relaxation_across_the_boundary(optimizer):
     """FIRE and L-BFGS move atoms through the periodic boundary: the listed path follows the dense one."""
     model = jaxcert.models.get("sw")
-    opt = getattr(jaxcert.relax, optimizer)
+    opt = getattr(jaxcert.optim.relax, optimizer)
     dense, listed = _both(model, _si(2, seed=5))
     rd = opt(model, dense, fmax=1e-2, max_steps=400)
     rl = opt(model, listed, fmax=1e-2, max_steps=400)

@@ -9,7 +9,7 @@ import jaxcert
 
 def make():
     def energy(params, s):
-        p = jaxcert.neighbors.pairs(s, 6.0)
+        p = jaxcert.core.neighbors.pairs(s, 6.0)
         phi = params * (p.r - 2.3) ** 2 * jnp.where(p.r < 6.0, (6.0 - p.r) ** 3, 0.0)
         return 0.5 * jnp.sum(jnp.where(p.mask, phi, 0.0))
     return jaxcert.Model(energy, params=jnp.asarray(0.05), name="user-harmonic", cutoff=6.0)

@@ -47,7 +47,7 @@ def test_unsupported_element_refused_with_the_supported_set(capsys):
     assert main(["certify", "--model", "emt", "--elements", "Cu,Si", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "model 'emt' has no parameters for Si" in err and "it supports H, C, N, O, Al, Ni, Cu" in err
-    with pytest.raises(jaxcert.inputs.InputError, match="no parameters for Si"):
+    with pytest.raises(jaxcert.core.inputs.InputError, match="no parameters for Si"):
         jaxcert.certify(jaxcert.models.get("emt"), "Cu,Si", probes="parity")
 
 
@@ -81,7 +81,7 @@ def test_stress_probes_on_a_non_periodic_structure_skip_with_the_reason():
     from jaxcert.probes import stress_consistency
     from jaxcert.probes.base import ProbeSkip
 
-    cluster = jaxcert.substrates.make_substrate("Si", "cluster")
+    cluster = jaxcert.probes.substrates.make_substrate("Si", "cluster")
     s = cluster if isinstance(cluster, jaxcert.Structure) else jaxcert.Structure.from_ase(cluster)
     with pytest.raises(ProbeSkip, match="periodic"):
         stress_consistency(jaxcert.models.get("lj"), None, substrate=s)

@@ -1,4 +1,4 @@
-"""The comparison board (jaxcert/compare.py, `jaxcert compare`, docs/compare.md) on real small reports."""
+"""The comparison board (jaxcert/report/compare.py, `jaxcert compare`, docs/compare.md) on real small reports."""
 
 import html
 import json
@@ -7,10 +7,11 @@ import re
 import pytest
 
 import jaxcert
-from jaxcert import compare, explain, report_schema
 from jaxcert.cli import main
-from jaxcert.inputs import InputError
+from jaxcert.core.inputs import InputError
 from jaxcert.probes.suite import combine_scores
+from jaxcert.report import compare, explain
+from jaxcert.report import schema as report_schema
 from tests._tamper import DELETE, set_field
 from tests.test_report import cheap_reports
 
@@ -18,8 +19,8 @@ from tests.test_report import cheap_reports
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     """Report JSON files: the cheap certification reports plus two λ reports on two molecules."""
-    from jaxcert import substrates
     from jaxcert.models import defects
+    from jaxcert.probes import substrates
 
     d = tmp_path_factory.mktemp("reports")
     out = {}

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import jaxcert
-from jaxcert.derivatives import EXACT, FiniteDifference, fd_step
+from jaxcert.core.derivatives import EXACT, FiniteDifference, fd_step
 
 from ._cases import crystal
 
@@ -90,7 +90,7 @@ def test_mixed_blocks_are_consistent_with_energy(lj, s64):
     zero = jnp.zeros(6, s64.dtype)
 
     def e(R, g):
-        from jaxcert.derivatives import _strained
+        from jaxcert.core.derivatives import _strained
 
         return lj.energy_of(lj.params, _strained(s64.replace(positions=R), g))
 

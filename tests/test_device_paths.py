@@ -1,6 +1,6 @@
-"""The CPU-only workarounds and their device-neutral forms (jaxcert/_device.py, docs/architecture.md §4.3).
+"""The CPU-only workarounds and their device-neutral forms (jaxcert/core/device.py, docs/architecture.md §4.3).
 
-No GPU runs here: the non-CPU branch is forced on CPU by making :func:`jaxcert._device.platform` answer
+No GPU runs here: the non-CPU branch is forced on CPU by making :func:`jaxcert.core.device.platform` answer
 ``"gpu"`` while tracing, and must give the CPU branch's numbers to round-off, derivatives included.
 That the CPU branch's programs are unchanged is checked by tests/test_linalg.py (no batched LAPACK in any
 probe program) and by the tests of every probe.
@@ -13,15 +13,16 @@ import pytest
 from ase.build import bulk, fcc111
 
 import jaxcert
-from jaxcert import _device, linalg
-from jaxcert import neighbors as nb
+from jaxcert.core import device as _device
+from jaxcert.core import linalg
+from jaxcert.core import neighbors as nb
 
 SKEW = np.array([[1.0, 0.06, 0.03], [0.0, 1.0, 0.05], [0.0, 0.0, 1.0]])
 
 
 @pytest.fixture
 def as_gpu(monkeypatch):
-    """Trace as for a GPU: returns a context in which :func:`jaxcert._device.on_cpu` is False."""
+    """Trace as for a GPU: returns a context in which :func:`jaxcert.core.device.on_cpu` is False."""
     import contextlib
 
     @contextlib.contextmanager

@@ -13,9 +13,16 @@ import numpy as np
 import pytest
 
 import jaxcert
-from jaxcert import substrates
 from jaxcert.models import defects
-from jaxcert.probes import BettiConfig, ConservativenessConfig, ZeroModesConfig, betti, conservativeness, zero_modes
+from jaxcert.probes import (
+    BettiConfig,
+    ConservativenessConfig,
+    ZeroModesConfig,
+    betti,
+    conservativeness,
+    substrates,
+    zero_modes,
+)
 
 KEY = jax.random.key(0)
 

@@ -1,4 +1,4 @@
-"""Integrators and the shared trajectory (jaxcert.dynamics): ASE agreement, reversibility, statistics, FixCom.
+"""Integrators and the shared trajectory (jaxcert.optim.dynamics): ASE agreement, reversibility, statistics, FixCom.
 
 Also hosts the docs/probes.md §8 fixtures used by the stat-mech probe tests (cluster13,
 AnchoredHarmonic, clean LJ, curl wrapper).
@@ -13,10 +13,10 @@ import pytest
 from ase.cluster import Icosahedron
 
 import jaxcert
-from jaxcert import dynamics as dyn
+from jaxcert.core.units import FS, KB_EV_PER_K
 from jaxcert.models.defects import curl
 from jaxcert.models.lj import lennard_jones
-from jaxcert.units import FS, KB_EV_PER_K
+from jaxcert.optim import dynamics as dyn
 
 
 # ----------------------------------------------------------------------------- fixtures (docs/probes.md §8)

@@ -1,12 +1,12 @@
-"""jaxcert.inputs: every check accepts the clean value and refuses a bad one naming the argument."""
+"""jaxcert.core.inputs: every check accepts the clean value and refuses a bad one naming the argument."""
 
 import io
 import math
 
 import pytest
 
-from jaxcert import inputs
-from jaxcert.inputs import InputError
+from jaxcert.core import inputs
+from jaxcert.core.inputs import InputError
 from jaxcert.progress import StepProgress, format_seconds
 
 

@@ -1,4 +1,4 @@
-"""jaxcert.linalg: the one-matrix-at-a-time LAPACK wrappers (jaxcert/linalg.py).
+"""jaxcert.core.linalg: the one-matrix-at-a-time LAPACK wrappers (jaxcert/core/linalg.py).
 
 They must give the batched routines' results for explicit batch dimensions, under vmap and
 under nested vmap, keep forward-mode derivatives, and contain no batched LAPACK call in the
@@ -12,9 +12,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxcert import linalg, models, substrates
-from jaxcert.probes import PROBES, suite
-from jaxcert.structure import stack
+from jaxcert import models
+from jaxcert.core import linalg
+from jaxcert.core.structure import stack
+from jaxcert.probes import PROBES, substrates, suite
 
 
 def _sym(key, shape):

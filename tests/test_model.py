@@ -9,7 +9,7 @@ from scipy.spatial.transform import Rotation
 
 import jaxcert
 from jaxcert import Model, StressUnavailable, UnsupportedElement
-from jaxcert.derivatives import FiniteDifference
+from jaxcert.core.derivatives import FiniteDifference
 
 from ._cases import build_model, cluster, crystal, model_names
 
@@ -18,7 +18,7 @@ TOL_F = {jnp.float64: 1e-9, jnp.float32: 1e-3}  # eV/Å
 
 
 def test_import_does_not_pull_torch():
-    code = "import jaxcert, jaxcert.models, jaxcert.derivatives, sys; assert 'torch' not in sys.modules"
+    code = "import jaxcert, jaxcert.models, jaxcert.core.derivatives, sys; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -106,7 +106,7 @@ def test_padding_is_exactly_inert():
     F = m.forces(padded)
     np.testing.assert_allclose(F[:7], m.forces(small), atol=1e-13)
     assert np.all(np.asarray(F[7:]) == 0.0)
-    H = jaxcert.derivatives.hessian(m, padded)
+    H = jaxcert.core.derivatives.hessian(m, padded)
     assert np.all(np.isfinite(np.asarray(H)))
     assert np.all(np.asarray(H)[7:] == 0.0)
 

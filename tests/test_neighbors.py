@@ -7,7 +7,7 @@ from ase.build import bulk
 from ase.neighborlist import neighbor_list
 
 from jaxcert import Structure
-from jaxcert.neighbors import image_counts, neighbor_table, pairs, with_images
+from jaxcert.core.neighbors import image_counts, neighbor_table, pairs, with_images
 
 
 def _ase_distances(at, rc):

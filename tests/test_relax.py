@@ -6,7 +6,7 @@ from ase.cluster import Icosahedron
 from ase.optimize import BFGS, FIRE, LBFGS
 
 import jaxcert
-from jaxcert.relax import bfgs, fire, lbfgs
+from jaxcert.optim.relax import bfgs, fire, lbfgs
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +94,7 @@ def test_vmapped_lbfgs_reports_a_member_that_did_not_converge(setup):
 def test_bfgs_hands_over_to_lbfgs_above_the_size_limit(setup, monkeypatch):
     at, m, _ = setup
     s = jaxcert.Structure.from_ase(at)
-    monkeypatch.setattr(jaxcert.relax, "BFGS_MAX_ATOMS", s.n_atoms - 1)
+    monkeypatch.setattr(jaxcert.optim.relax, "BFGS_MAX_ATOMS", s.n_atoms - 1)
     r, ref = bfgs(m, s, fmax=1e-3), lbfgs(m, s, fmax=1e-3)
     assert int(r.steps) == int(ref.steps)
     np.testing.assert_array_equal(np.asarray(r.structure.positions), np.asarray(ref.structure.positions))

@@ -1,4 +1,5 @@
-"""Reports that explain themselves (jaxcert/explain.py), defect ± stderr, round plot ticks (jaxcert/_html.py)."""
+"""Reports that explain themselves (jaxcert/report/explain.py), defect ± stderr, round plot ticks
+(jaxcert/report/html.py)."""
 
 import copy
 import functools
@@ -11,10 +12,9 @@ import numpy as np
 import pytest
 
 import jaxcert
-from jaxcert import explain
-from jaxcert._html import line_plot, linear_ticks, log_ticks, nice_step, tick_label
 from jaxcert.probes import PROBES
-from jaxcert.report import format_defect
+from jaxcert.report import explain, format_defect
+from jaxcert.report.html import line_plot, linear_ticks, log_ticks, nice_step, tick_label
 
 CHEAP = "equivariance,stress_consistency"
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -91,7 +91,7 @@ def test_html_explains_each_probe_row(report):
 
 def test_reading_a_report_doc_is_generated_from_the_module():
     doc = (DOCS / "reports.md").read_text(encoding="utf-8")
-    assert explain.markdown() in doc, "regenerate the section with: python3 -m jaxcert.explain"
+    assert explain.markdown() in doc, "regenerate the section with: python3 -m jaxcert.report.explain"
 
 
 # ------------------------------------------------------------------ defect ± stderr

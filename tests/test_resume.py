@@ -132,8 +132,8 @@ def ar_report(tmp_path_factory):
 
 
 def test_the_checkpoint_the_writer_produces_passes_the_schema_and_resumes(ar_report, tmp_path, capsys):
-    from jaxcert import report_schema
     from jaxcert.cli import main
+    from jaxcert.report import schema as report_schema
 
     path = tmp_path / "r.json"
     path.write_text(json.dumps(ar_report))

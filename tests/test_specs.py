@@ -10,7 +10,7 @@ import pytest
 import jaxcert.models
 from jaxcert import specs
 from jaxcert.cli import main
-from jaxcert.inputs import InputError
+from jaxcert.core.inputs import InputError
 
 
 def test_cli_reexports_the_library_resolver():

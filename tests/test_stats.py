@@ -1,11 +1,11 @@
-"""jaxcert.stats: block standard errors and the block jackknife against known answers (docs/statistics.md)."""
+"""jaxcert.core.stats: block standard errors and the block jackknife against known answers (docs/statistics.md)."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxcert import stats
+from jaxcert.core import stats
 
 PHI = 0.8  # AR(1) coefficient: statistical inefficiency g = (1 + φ)/(1 − φ) = 9
 T = 8000

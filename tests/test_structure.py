@@ -82,7 +82,7 @@ def test_stack_pads_and_is_a_pytree():
 
 def test_overlap_check_of_a_large_structure_uses_the_linear_search():
     """Above DENSE_CHECK_MAX_ATOMS the overlap check is matscipy's cell list: same pair and distance as dense."""
-    from jaxcert.structure import DENSE_CHECK_MAX_ATOMS, _min_distance
+    from jaxcert.core.structure import DENSE_CHECK_MAX_ATOMS, _min_distance
 
     at = bulk("Cu", "fcc", a=3.61, cubic=True) * (5, 5, 5)  # 500 atoms
     assert len(at) > DENSE_CHECK_MAX_ATOMS

@@ -1,4 +1,4 @@
-"""Substrate builders (docs/probes.md §2) and the seed-002 λ structures (jaxcert.substrates)."""
+"""Substrate builders (docs/probes.md §2) and the seed-002 λ structures (jaxcert.probes.substrates)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from ase.build import molecule
 
 import jaxcert
 from jaxcert import models
-from jaxcert import substrates as S
-from jaxcert.elements import d_nn, reference_crystal
+from jaxcert.core.elements import d_nn, reference_crystal
+from jaxcert.probes import substrates as S
 
 ELEMENTS_11 = ["Li", "Be", "B", "C", "Na", "Mg", "Al", "Si", "P", "S", "Cu"]
 

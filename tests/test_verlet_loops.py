@@ -17,9 +17,9 @@ import pytest
 from ase.build import bulk
 
 import jaxcert
-from jaxcert import dynamics as dyn
-from jaxcert import neighbors as nb
 from jaxcert.attacks import AttackSpec, PipelineConfig, run_grid
+from jaxcert.core import neighbors as nb
+from jaxcert.optim import dynamics as dyn
 
 SKEW = np.array([[1.0, 0.04, 0.02], [0.0, 1.0, 0.03], [0.0, 0.0, 1.0]])
 
@@ -90,7 +90,7 @@ def test_a_large_cell_carries_its_list_through_md(sw):
 
 def test_an_overflow_inside_jit_is_a_flag(sw, pair):
     _, listed = pair
-    r = jax.jit(lambda s: jaxcert.relax.fire(sw, s, fmax=1e-2))(_broken(listed))
+    r = jax.jit(lambda s: jaxcert.optim.relax.fire(sw, s, fmax=1e-2))(_broken(listed))
     assert not bool(r.converged) and not bool(r.structure.neighbor_state.ok) and np.isnan(float(r.fmax))
 
 
@@ -100,8 +100,8 @@ def test_the_host_drivers_answer_an_overflow(sw, pair):
     _, listed = pair
     broken = _broken(listed)
     with pytest.warns(nb.NeighborListOverflow, match="overflowed"):
-        r = jaxcert.relax.fire(sw, broken, fmax=1e-2)
-    ref = jaxcert.relax.fire(sw, listed, fmax=1e-2)
+        r = jaxcert.optim.relax.fire(sw, broken, fmax=1e-2)
+    ref = jaxcert.optim.relax.fire(sw, listed, fmax=1e-2)
     assert bool(r.converged) and int(r.steps) == int(ref.steps)
     assert r.structure.neighbor_list.capacity > broken.neighbor_list.capacity
     np.testing.assert_allclose(np.asarray(r.structure.positions), np.asarray(ref.structure.positions), atol=1e-12)

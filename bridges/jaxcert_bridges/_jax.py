@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert.model import Model, UnsupportedElement, UnsupportedStructure
+from jaxcert.core.model import Model, UnsupportedElement, UnsupportedStructure
 from jaxcert_bridges.backend import Backend, System, collecting_notes
 
 __all__ = ["model_from_backend"]

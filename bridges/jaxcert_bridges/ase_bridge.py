@@ -8,7 +8,7 @@ finite-difference accurate, O(δ²), not exact.
 
 :func:`to_ase_calculator` turns any :class:`jaxcert.Model` (native or bridged)
 into an ASE calculator with energy, free_energy, forces and stress; it is the core
-package's :mod:`jaxcert.calculator`, re-exported here.
+package's :mod:`jaxcert.adapters.calculator`, re-exported here.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from jaxcert.calculator import ModelCalculator, to_ase_calculator
-from jaxcert.model import Model
+from jaxcert.adapters.calculator import ModelCalculator, to_ase_calculator
+from jaxcert.core.model import Model
 from jaxcert_bridges._jax import model_from_backend
 from jaxcert_bridges.backend import Backend, System, cell_gradient
 
@@ -99,4 +99,4 @@ def from_ase_calculator(calc: Any, precision: str | None = None, name: str | Non
 
 
 # ----------------------------------------------------------------------------- out
-# jaxcert models as ASE calculators: the core package's one calculator (jaxcert.calculator), re-exported.
+# jaxcert models as ASE calculators: the core package's one calculator (jaxcert.adapters.calculator), re-exported.

@@ -191,7 +191,7 @@ class GraphCache:
 
 def fd_hvp_step(dtype: Any) -> float:
     """Central-difference step (Å) for H·t from gradients: docs/probes.md §1.5's rule for a first derivative."""
-    from jaxcert.derivatives import fd_step
+    from jaxcert.core.derivatives import fd_step
 
     return fd_step(1, 2, dtype)
 

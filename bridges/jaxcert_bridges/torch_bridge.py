@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from jaxcert.model import Model
+from jaxcert.core.model import Model
 from jaxcert_bridges._jax import model_from_backend
 from jaxcert_bridges.backend import Backend, System
 

@@ -97,8 +97,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxcert import neighbors
-from jaxcert.structure import Structure
+from jaxcert.core import neighbors
+from jaxcert.core.structure import Structure
 
 __all__ = [
     "Attack", "AttackState", "sign_attack", "fgsm", "ifgsm", "pgd", "run", "min_lattice_length",

@@ -2,7 +2,7 @@
 
 The bounds of every numeric argument, the structure arguments (a file or an element symbol), the attack lists,
 the output files, and the sweep configuration (:class:`SweepConfig`: flags, then the TOML file, then defaults).
-A bad value is an :class:`~jaxcert.inputs.InputError` naming the flag it came from, or ``sweep.toml: key`` when
+A bad value is an :class:`~jaxcert.core.inputs.InputError` naming the flag it came from, or ``sweep.toml: key`` when
 it came from the TOML file.  The command line (:mod:`jaxcert.cli.attack`) only parses and calls these.
 """
 
@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from jaxcert import inputs
 from jaxcert.attacks import crystals, metrics, plots
 from jaxcert.attacks.pipeline import OPTIMIZERS, AttackSpec, check_attackable
 from jaxcert.attacks.sweep import check_store
-from jaxcert.inputs import InputError
+from jaxcert.core import inputs
+from jaxcert.core.inputs import InputError
 
 __all__ = ["ATTACK_NAMES", "MAX_STEPS", "MAX_RATTLE", "MAX_MIN_LENGTH", "MAX_EPS_A", "MAX_EPS_RELATIVE",
            "MAX_ALPHA_RATIO", "SWEEP_DEFAULTS", "SWEEP_CONFIG", "SweepConfig", "load_sweep_config",
@@ -61,7 +61,8 @@ def load_structure(name: str, spec: str, min_length: float | None, *, base: str 
     """A structure argument as ``ase.Atoms`` with its provenance in ``info`` (docs/attacks.md §7).
 
     ``spec`` is a file (also looked up relative to ``base``, the TOML file's directory), read with
-    :func:`jaxcert.inputs.read_atoms` and repeated only when ``min_length`` is given; or an element symbol, built by
+    :func:`jaxcert.core.inputs.read_atoms` and repeated only when ``min_length`` is given; or an element symbol,
+    built by
     :func:`jaxcert.attacks.crystals.element_cell` (``min_length`` default 8 Å).  A cell of fewer than two atoms is
     refused (every perturbation would be a rigid translation), and so is a repeat beyond
     :data:`jaxcert.attacks.crystals.MAX_SUPERCELL_ATOMS` atoms (named ``length_name``, before anything is tiled).
@@ -155,7 +156,7 @@ def _bounded(name: str, value: Any, maximum: float, unit: str) -> float:
 
 
 def check_outputs(files: list[tuple[str, Any]]) -> None:
-    """Every output file checked before any work (:func:`jaxcert.inputs.output_file`), and no two the same."""
+    """Every output file checked before any work (:func:`jaxcert.core.inputs.output_file`), and no two the same."""
     given = [(n, p) for n, p in files if p]
     inputs.distinct_outputs(given)
     for n, p in given:

@@ -22,7 +22,8 @@ n·maxstep long in 3N-space: far smaller than most of the attack ε grid
 instead (docs/attacks.md §4, proposed; default 0 = the reference).
 
 The explorer is ASE's (host, sequential); the model is called through a small
-ASE calculator (:class:`jaxcert.calculator.ModelCalculator`) that evaluates the model's jitted energy and forces.
+ASE calculator (:class:`jaxcert.adapters.calculator.ModelCalculator`) that evaluates the model's jitted energy
+and forces.
 """
 
 from __future__ import annotations
@@ -33,11 +34,11 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxcert.adapters.calculator import ModelCalculator
 from jaxcert.attacks import metrics as _m
-from jaxcert.calculator import ModelCalculator
-from jaxcert.model import Model
-from jaxcert.relax import fire
-from jaxcert.structure import Structure
+from jaxcert.core.model import Model
+from jaxcert.core.structure import Structure
+from jaxcert.optim.relax import fire
 
 __all__ = ["ContourConfig", "contour"]
 

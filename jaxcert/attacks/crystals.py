@@ -50,7 +50,7 @@ import numpy as np
 
 from jaxcert.attacks._mp2d import CRYSTALS, Crystal
 from jaxcert.attacks.sei import SEI
-from jaxcert.inputs import InputError, list_items
+from jaxcert.core.inputs import InputError, list_items
 
 __all__ = ["Crystal", "CRYSTALS", "SETS", "SUPERCELL_REPEATS", "ELEMENT_MIN_LENGTH", "build", "element_cell",
            "names", "repeats_for_length", "resolve", "supercell", "table", "MAX_SUPERCELL_ATOMS",

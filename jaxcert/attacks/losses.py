@@ -29,8 +29,8 @@ from collections.abc import Callable, Sequence
 import jax
 import jax.numpy as jnp
 
-from jaxcert.model import Model
-from jaxcert.structure import Structure
+from jaxcert.core.model import Model
+from jaxcert.core.structure import Structure
 
 __all__ = ["energy", "force_norm", "deviation", "committee_variance", "targeted_energy", "get"]
 

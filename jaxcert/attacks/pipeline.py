@@ -16,17 +16,17 @@ per structure, so under ``vmap`` each run keeps its own step count and an honest
 step limit, docs/attacks.md §2).
 
 Reference optimiser: the study uses ASE LBFGS; jaxcert's pipeline defaults to
-FIRE (ASE defaults, :func:`jaxcert.relax.fire`) because it is O(N) and vmaps
+FIRE (ASE defaults, :func:`jaxcert.optim.relax.fire`) because it is O(N) and vmaps
 cheaply; ``optimizer="lbfgs"`` selects the port of ASE's LBFGS (the study's steps,
-:func:`jaxcert.relax.lbfgs`) and ``optimizer="bfgs"`` the ASE-BFGS port (L-BFGS
-above :data:`jaxcert.relax.BFGS_MAX_ATOMS` atoms).  With FIRE, step counts differ
+:func:`jaxcert.optim.relax.lbfgs`) and ``optimizer="bfgs"`` the ASE-BFGS port (L-BFGS
+above :data:`jaxcert.optim.relax.BFGS_MAX_ATOMS` atoms).  With FIRE, step counts differ
 from the reference's LBFGS counts.
 
 Neighbour lists (large cells): every relaxation and attack loop carries the
 structure's Verlet list; the host drivers (:func:`run_grid`, :func:`relax_batch`,
 :func:`relax_attack_relax`) read each run's overflow flag and, if a list
 overflowed, enlarge it and run the whole call again
-(:func:`jaxcert.neighbors.rerun_on_overflow`; a warning, and
+(:func:`jaxcert.core.neighbors.rerun_on_overflow`; a warning, and
 ``GridResult.neighbor_regrowths``).
 
 Randomness: the PGD start of seed k uses ``PRNGKey(k)``; by default the same key
@@ -47,14 +47,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert import batching, inputs, neighbors
 from jaxcert.attacks import losses as _losses
 from jaxcert.attacks.attacks import SIGN_START, is_projected, sign_attack, step_ratio
 from jaxcert.attacks.attacks import run as _run_attack
-from jaxcert.model import Model
-from jaxcert.relax import RelaxResult, bfgs, fire, lbfgs
-from jaxcert.relax import relax_batch as _relax_all
-from jaxcert.structure import Structure, stack
+from jaxcert.core import batching, inputs, neighbors
+from jaxcert.core.model import Model
+from jaxcert.core.structure import Structure, stack
+from jaxcert.optim.relax import RelaxResult, bfgs, fire, lbfgs
+from jaxcert.optim.relax import relax_batch as _relax_all
 
 #: The relaxers of the pipeline, by ``PipelineConfig.optimizer`` name (each ``f(model, s, fmax=, max_steps=)``).
 RELAXERS = {"fire": fire, "lbfgs": lbfgs, "bfgs": bfgs}
@@ -140,7 +140,7 @@ class PipelineConfig:
     Attributes:
       fmax: convergence threshold max_i ‖F_i‖ < fmax in eV/Å (docs/attacks.md §2: 0.01).
       max_steps: relaxation step limit (300, the seed's value; the LiCOHPF config used 600).
-      optimizer: ``"fire"`` (default), ``"lbfgs"`` or ``"bfgs"`` (:mod:`jaxcert.relax`).
+      optimizer: ``"fire"`` (default), ``"lbfgs"`` or ``"bfgs"`` (:mod:`jaxcert.optim.relax`).
       loss: objective name, ``"energy"`` (the reference) or ``"force_norm"``.
       relative: ε is a fraction of the minimum lattice-vector length.
       distinct_keys: fold structure/attack/ε indices into the PGD key.
@@ -361,7 +361,7 @@ def _grid(model, s_ref, eps, seeds, n, ratio, rs, proj, sign, cfg, max_n):
         return attack_relax(model, s, eps[i_e], key, n[i_a], ratio[i_a], rs[i_a], proj[i_a], cfg, max_n,
                             sign_start=sign[i_a])
 
-    b = model.max_batch  # a memory budget: batches beyond it run in chunks (jaxcert.batching)
+    b = model.max_batch  # a memory budget: batches beyond it run in chunks (jaxcert.core.batching)
     f = batching.vmap(one, b, in_axes=(None, None, None, None, 0))  # seeds
     f = batching.vmap(f, b, in_axes=(None, None, None, 0, None))  # ε
     f = batching.vmap(f, b, in_axes=(None, None, 0, None, None))  # attacks

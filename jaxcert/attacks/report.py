@@ -19,7 +19,8 @@ import numpy as np
 
 from jaxcert.attacks import metrics
 from jaxcert.attacks.pipeline import GridResult
-from jaxcert.report import machine, to_jsonable
+from jaxcert.core.device import machine
+from jaxcert.report import to_jsonable
 
 __all__ = ["AttackReport", "TABLE_METRICS"]
 
@@ -76,7 +77,7 @@ class AttackReport:
         return list(dict.fromkeys(w for r in self.rows for w in r["warnings"]))
 
     def to_json(self) -> dict[str, Any]:
-        """The ``jaxcert-attack/1`` document (strict JSON after :func:`jaxcert.report.to_jsonable`)."""
+        """The ``jaxcert-attack/1`` document (strict JSON after :func:`jaxcert.report.certification.to_jsonable`)."""
         return to_jsonable({
             "schema": "jaxcert-attack/1", "model": self.model, "structure": self.structure.get("spec"),
             "formula": self.structure.get("formula"), "structure_info": self.structure, "dtype": self.dtype,

@@ -40,7 +40,7 @@ dotted columns) to CSV, or to Parquet when pyarrow is installed.
 Boundary (docs/attacks.md §8): :func:`sweep` checks its arguments (ε finite and
 > 0, seeds integers in [0, 2³¹ − 1], chunk and max_chunks integers ≥ 1, every
 structure with at least two atoms) before it computes anything, and raises
-:class:`~jaxcert.inputs.InputError` naming the argument.
+:class:`~jaxcert.core.inputs.InputError` naming the argument.
 
 Progress (docs/attacks.md §5): :class:`SweepProgress` renders the events of
 :func:`sweep` with ``rich.progress`` on a terminal (bar, runs done, elapsed time,
@@ -71,12 +71,12 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxcert import inputs
 from jaxcert._version import __version__
 from jaxcert.attacks.metrics import run_metrics
 from jaxcert.attacks.pipeline import ATTACKS, AttackSpec, PipelineConfig, check_attackable, run_grid
-from jaxcert.inputs import InputError
-from jaxcert.structure import Structure
+from jaxcert.core import inputs
+from jaxcert.core.inputs import InputError
+from jaxcert.core.structure import Structure
 
 __all__ = ["Store", "check_store", "APPLICATION_ID", "SCHEMA_VERSION", "task_key", "sweep", "text_progress",
            "SweepProgress", "ARRAY_FIELDS"]
@@ -147,7 +147,7 @@ def check_store(path: str, name: str = "path", *, create: bool = True) -> str:
     ``"jaxcert"`` (stamped store of this or an older schema) or ``"legacy"`` (a store made before the application id
     existed, recognised by its ``runs`` table).  Reads only: the file is left byte for byte as it was.
 
-    Refused with :class:`~jaxcert.inputs.InputError` naming ``name``: a file that is not SQLite, an SQLite file
+    Refused with :class:`~jaxcert.core.inputs.InputError` naming ``name``: a file that is not SQLite, an SQLite file
     with another application id, an unstamped SQLite file whose tables are not a jaxcert store (no ``runs``
     table, or one with other columns), a store of a newer schema, and (``create=False``) a missing or empty file.
     """
@@ -210,7 +210,7 @@ class Store:
     :data:`APPLICATION_ID` and ``PRAGMA user_version`` = :data:`SCHEMA_VERSION`, set when the store is created.
     An existing file is opened only when it carries that id, or when it is a store written before the id existed
     (no id, and a ``runs`` table with exactly jaxcert's columns), which is then migrated and stamped.  Anything
-    else (not SQLite, another application's id, other tables) raises :class:`~jaxcert.inputs.InputError` naming
+    else (not SQLite, another application's id, other tables) raises :class:`~jaxcert.core.inputs.InputError` naming
     ``name`` before the file is written to (:func:`check_store`).
 
     Args:

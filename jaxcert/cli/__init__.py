@@ -27,10 +27,10 @@ import os
 import sys
 import warnings
 
-from jaxcert.cache import enable_compilation_cache
 from jaxcert.cli import attack, certify, compare, controls, investigate, misc
 from jaxcert.cli._common import load_model
-from jaxcert.inputs import InputError
+from jaxcert.core.cache import enable_compilation_cache
+from jaxcert.core.inputs import InputError
 from jaxcert.specs import SpellingWarning
 
 __all__ = ["main", "build_parser", "load_model", "EXIT_OK", "EXIT_GATE_FAILED", "EXIT_USAGE", "EXIT_INTERNAL"]
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as stop:  # argparse: --help (0) or a usage error (2, its own message already printed)
         return int(stop.code or 0) if isinstance(stop.code, int) or stop.code is None else EXIT_USAGE
     # compiled programs are reused by the next run ($JAXCERT_CACHE_DIR=off: never); an unfit cache folder is
-    # reported in one warning line and the command runs without it (jaxcert.cache.cache_dir_problem)
+    # reported in one warning line and the command runs without it (jaxcert.core.cache.cache_dir_problem)
     enable_compilation_cache()
     try:
         with warnings.catch_warnings():

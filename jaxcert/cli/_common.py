@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from jaxcert import inputs
+from jaxcert.core import inputs
 from jaxcert.specs import BRIDGED, load_model
 
 __all__ = ["BRIDGED", "set_dtype", "load_model", "model_args"]

@@ -1,8 +1,8 @@
 """``jaxcert attack``, ``jaxcert sweep`` and ``jaxcert plot-sweep`` (relax → attack → relax; docs/attacks.md).
 
-Every numeric argument is checked with :mod:`jaxcert.inputs` before any computation, and a bad one ends the
+Every numeric argument is checked with :mod:`jaxcert.core.inputs` before any computation, and a bad one ends the
 command with one line naming the argument, the value and what is allowed (exit 2; docs/attacks.md §8).
-Structures (docs/attacks.md §7): a file goes through :func:`jaxcert.inputs.read_atoms`; an element symbol
+Structures (docs/attacks.md §7): a file goes through :func:`jaxcert.core.inputs.read_atoms`; an element symbol
 becomes its conventional cell repeated to every lattice vector ≥ ``--min-length`` Å
 (:func:`jaxcert.attacks.crystals.element_cell`); a cell of one atom is refused.
 """
@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from jaxcert import inputs
 from jaxcert.attacks import AttackSpec, PipelineConfig, plots, run_grid
 from jaxcert.attacks.config import (
     SWEEP_CONFIG,
@@ -37,10 +36,11 @@ from jaxcert.attacks.pipeline import OPTIMIZERS, check_relative
 from jaxcert.attacks.report import AttackReport
 from jaxcert.attacks.sweep import Store, SweepProgress, sweep
 from jaxcert.cli._common import load_model, model_args, set_dtype
-from jaxcert.inputs import InputError
+from jaxcert.core import inputs
+from jaxcert.core.inputs import InputError
+from jaxcert.core.structure import Structure
 from jaxcert.progress import StepProgress
 from jaxcert.report import to_jsonable
-from jaxcert.structure import Structure
 
 __all__ = ["cmd_attack", "cmd_sweep", "cmd_plot_sweep", "register"]
 
@@ -220,7 +220,7 @@ def cmd_plot_sweep(a: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's subcommands to the ``jaxcert`` parser (numbers are taken as text and checked by
-    :mod:`jaxcert.inputs`, so a bad one gets one line naming it; docs/attacks.md §8)."""
+    :mod:`jaxcert.core.inputs`, so a bad one gets one line naming it; docs/attacks.md §8)."""
     at = sub.add_parser("attack", help="relax -> adversarial attack -> relax, immediate and post-relaxation metrics")
     model_args(at)
     at.add_argument("--structure", required=True, help="a structure file, or an element symbol: its conventional "

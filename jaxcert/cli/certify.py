@@ -8,13 +8,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from jaxcert import inputs
 from jaxcert._lam import LAMBDA_GATE, lam
 from jaxcert.checkpoint import load_finished, write_json, write_report
 from jaxcert.cli._common import load_model, model_args, set_dtype
+from jaxcert.core import inputs
 from jaxcert.probes.suite import certify, resolve_probes
 from jaxcert.progress import PROBE_WEIGHTS, StepProgress
-from jaxcert.summary import NOT_RUN
+from jaxcert.report.summary import NOT_RUN
 
 __all__ = ["cmd_certify", "cmd_lambda", "register"]
 

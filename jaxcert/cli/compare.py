@@ -1,7 +1,7 @@
 """``jaxcert compare``: a comparison board of several report JSON files (``docs/compare.md``).
 
-Argument parsing only: the work is :func:`jaxcert.compare.build_board`, :func:`~jaxcert.compare.board_table`
-and :func:`~jaxcert.compare.board_html`.
+Argument parsing only: the work is :func:`jaxcert.report.compare.build_board`,
+:func:`~jaxcert.report.compare.board_table` and :func:`~jaxcert.report.compare.board_html`.
 """
 
 from __future__ import annotations
@@ -9,8 +9,17 @@ from __future__ import annotations
 import argparse
 import shutil
 
-from jaxcert import inputs
-from jaxcert.compare import ALIGN_MODES, LAYOUTS, MIN_WIDTH, board_html, board_json, board_table, build_board, sort_rows
+from jaxcert.core import inputs
+from jaxcert.report.compare import (
+    ALIGN_MODES,
+    LAYOUTS,
+    MIN_WIDTH,
+    board_html,
+    board_json,
+    board_table,
+    build_board,
+    sort_rows,
+)
 
 __all__ = ["cmd_compare", "register"]
 

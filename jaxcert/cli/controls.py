@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from jaxcert import inputs
+from jaxcert.core import inputs
 
 __all__ = ["cmd_controls", "register"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from jaxcert import inputs
+from jaxcert.core import inputs
 
 __all__ = ["cmd_investigate", "register"]
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from jaxcert import inputs, models, substrates
+from jaxcert import models
+from jaxcert.core import inputs
 from jaxcert.models import defects
+from jaxcert.probes import substrates
 from jaxcert.specs import BRIDGED
 
 __all__ = ["cmd_models", "cmd_substrates", "register"]

@@ -41,7 +41,7 @@ from jaxcert.controls._hull import e_above_hull, hull_invariance, stability_scor
 from jaxcert.controls._reference import noise_floor, rung0_report
 from jaxcert.controls._result import to_jsonable
 from jaxcert.controls._robust import cluster_bootstrap, median_abs, sg_retention, system_split, trimmed_mae
-from jaxcert.inputs import InputError
+from jaxcert.core.inputs import InputError
 
 __all__ = [
     "SCHEMA", "SECTIONS", "COMPARISONS", "DEFAULT_MODELS", "DEFAULT_PANEL", "BenchmarkConfig", "run_benchmark",
@@ -280,7 +280,7 @@ def _jax_energies(model: Any, atoms_list: Sequence[Any]) -> np.ndarray:
     global _vmapped_energy
     import jax
 
-    from jaxcert.structure import Structure, stack
+    from jaxcert.core.structure import Structure, stack
 
     if _vmapped_energy is None:
         _vmapped_energy = jax.jit(_vmapped_energy_impl)
@@ -463,7 +463,7 @@ def _primitive(symbol: str, lattice: str, v0: float) -> Any:
 
 def _common_images(model: Any, atoms_list: Sequence[Any], squeeze: float = 0.95) -> tuple[int, int, int] | None:
     """One static image count for every structure (its cell squeezed by ``squeeze``): one compiled program."""
-    from jaxcert.neighbors import image_counts
+    from jaxcert.core.neighbors import image_counts
 
     cuts = [model.cutoff_for(_structure(a)) for a in atoms_list]
     if any(c is None for c in cuts):
@@ -474,7 +474,7 @@ def _common_images(model: Any, atoms_list: Sequence[Any], squeeze: float = 0.95)
 
 
 def _structure(atoms: Any) -> Any:
-    from jaxcert.structure import Structure
+    from jaxcert.core.structure import Structure
 
     return Structure.from_ase(atoms, min_distance=None)
 
@@ -641,7 +641,7 @@ def _ref_volume(rs: dict | None, lattice: str) -> float:
 
 # ------------------------------------------------------------------------------------------ section 3
 def _relax_impl(model: Any, batch: Any, fmax: Any, max_steps: Any) -> Any:
-    from jaxcert.relax import relax_batch
+    from jaxcert.optim.relax import relax_batch
 
     return relax_batch(model, batch, optimizer="cell", fmax=fmax, max_steps=max_steps)
 
@@ -655,8 +655,8 @@ def _relax_all(model: Any, atoms_list: Sequence[Any], fmax: float, max_steps: in
     import jax
     import jax.numpy as jnp
 
-    from jaxcert.neighbors import with_images
-    from jaxcert.structure import stack, unstack
+    from jaxcert.core.neighbors import with_images
+    from jaxcert.core.structure import stack, unstack
 
     if _relax_program is None:
         _relax_program = jax.jit(_relax_impl)
@@ -696,7 +696,7 @@ def _decorate(p: Any, metals: Sequence[str]) -> Any:
 
 
 def _min_distance(atoms: Any) -> float:
-    from jaxcert.structure import _min_distance as md
+    from jaxcert.core.structure import _min_distance as md
 
     if len(atoms) < 2:
         d = np.linalg.norm(np.asarray(atoms.cell), axis=1)
@@ -713,7 +713,7 @@ def _section_prototypes(ctx: _Context) -> dict[str, Any]:
         protos = [p for p in protos if len(p.atoms) <= 4][:QUICK_PROTOTYPES]
     out = ctx.section_start("prototypes", {
         "protocol": "the all-metal AFLOW prototypes (seed 001's non-metal exclusion set; docs/datasets.md); "
-                    "jaxcert.relax.relax_cell (FIRE on ASE's FrechetCellFilter coordinates, fmax "
+                    "jaxcert.optim.relax.relax_cell (FIRE on ASE's FrechetCellFilter coordinates, fmax "
                     f"{cfg.fmax} eV/Å) vmapped over size buckets; guard: volume outside {GUARD_VOLUME} x start or a "
                     f"distance < {GUARD_DISTANCE} Å = failed (not scored); retention: spglib space group of start "
                     "and relaxed structure at each symprec, bootstrap over the prototypes' original chemical systems",
@@ -1170,7 +1170,8 @@ def run_benchmark(config: BenchmarkConfig | None = None, *, out_json: str | None
     """
     import jax
 
-    from jaxcert.report import machine, package_versions
+    from jaxcert.core.device import machine
+    from jaxcert.report import package_versions
 
     jax.config.update("jax_enable_x64", True)
     cfg = BenchmarkConfig() if config is None else config

@@ -1,7 +1,7 @@
 """HTML page of the offline mini-benchmark (docs/controls.md, "14. The offline mini-benchmark").
 
 One self-contained page: the headline, then one part per section stating what it compares against, its
-tables and inline SVG figures (no plotting dependency; axes ticked by :mod:`jaxcert._html`).
+tables and inline SVG figures (no plotting dependency; axes ticked by :mod:`jaxcert.report.html`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxcert._html import PALETTE, line_plot, linear_ticks, tick_label
+from jaxcert.report.html import PALETTE, line_plot, linear_ticks, tick_label
 
 __all__ = ["render"]
 

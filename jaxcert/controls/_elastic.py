@@ -34,14 +34,14 @@ import jax.numpy as jnp
 import numpy as np
 from ase.units import GPa as _EV_PER_A3_PER_GPA
 
-from jaxcert import linalg
 from jaxcert.controls._result import ControlResult
-from jaxcert.derivatives import EXACT, Engine, Exact, _strained
-from jaxcert.geometry import det3
-from jaxcert.model import Model, voigt
-from jaxcert.neighbors import image_counts
-from jaxcert.relax import _forces_and_stress, bfgs, relax_cell
-from jaxcert.structure import Structure
+from jaxcert.core import linalg
+from jaxcert.core.derivatives import EXACT, Engine, Exact, _strained
+from jaxcert.core.geometry import det3
+from jaxcert.core.model import Model, voigt
+from jaxcert.core.neighbors import image_counts
+from jaxcert.core.structure import Structure
+from jaxcert.optim.relax import _forces_and_stress, bfgs, relax_cell
 
 __all__ = [
     "ElasticTensor", "FiniteStrainElastic", "VRH", "ModuliComparison",
@@ -286,7 +286,7 @@ def elastic_tensor(
       differentiated as it is), stress in ASE's sign (tensile positive), so C⁰ = V⁻¹ ∂²E/∂γ_m∂γ_n at a
       stress-free reference.  At a stressed reference the two differ by terms linear in σ,
       V⁻¹ ∂²E/∂γ_m∂γ_n = C⁰_nm + σ_n [m ≤ 3] − (σ e_n e_m)-trace terms (docs/controls.md), and neither is
-      the stress-free tensor: relax the cell first (:func:`jaxcert.relax.relax_cell`); ``stress`` and
+      the stress-free tensor: relax the cell first (:func:`jaxcert.optim.relax.relax_cell`); ``stress`` and
       ``asymmetry`` report how far the input is from stress-free.
     * relaxed ions: C = C⁰ − Λᵀ H⁺ Λ / V, Λ = ∂F/∂γ (the strain–position block, (3n, 6)), H = −∂F/∂R
       (the Hessian), H⁺ its pseudo-inverse on the complement of the three rigid translations and of the
@@ -300,7 +300,7 @@ def elastic_tensor(
       model: the potential; needs a stress output.
       structure: one structure periodic along all three axes (padding atoms allowed).
       relaxed_ions: add the relaxation correction (needs the (3n)² Hessian).
-      engine: derivative engine (default :data:`jaxcert.derivatives.EXACT`; a finite-difference engine
+      engine: derivative engine (default :data:`jaxcert.core.derivatives.EXACT`; a finite-difference engine
         gives the same quantities by central differences).
       rcond: eigenvalues of the internal Hessian below ``rcond``·max|λ| are treated as null.
 
@@ -311,7 +311,7 @@ def elastic_tensor(
     structure = _check_structure(structure)
     engine = EXACT if engine is None else engine
     if not isinstance(engine, Engine):
-        raise ValueError(f"engine: expected a jaxcert.derivatives engine, got {type(engine).__name__}")
+        raise ValueError(f"engine: expected a jaxcert.core.derivatives engine, got {type(engine).__name__}")
     if not (np.isfinite(rcond) and 0 <= rcond < 1):
         raise ValueError(f"rcond: expected a number in [0, 1), got {rcond!r}")
     s = model.prepare(structure)
@@ -433,7 +433,7 @@ def finite_strain_elastic(
       the Voigt strain component i (engineering shear), over that component's strains and the unstrained
       reference (whose stress, relaxed the same way, enters every fit, as pymatgen's ``eq_stress``).
 
-    The input should be relaxed (cell and ions, e.g. :func:`jaxcert.relax.relax_cell`): the fit measures
+    The input should be relaxed (cell and ions, e.g. :func:`jaxcert.optim.relax.relax_cell`): the fit measures
     the tangent at the given reference, and it is the elastic tensor only at a stress-free one; row 0 of
     ``stresses`` is the reference stress.  The result agrees with :func:`elastic_tensor` (relaxed ions when
     ``relax_ions``, clamped otherwise) within the truncation error O(a²), which ``truncation_error``
@@ -450,8 +450,9 @@ def finite_strain_elastic(
       fmax: force threshold of the ion relaxations in eV/Å (the paper's 0.02).
       max_steps: step cap of the ion relaxations (the paper's 200).
       shear_kind: "tensor" (pymatgen, default) or "engineering".
-      optimizer: "fire" (the paper's: :func:`jaxcert.relax.fire`'s steps, run as :func:`jaxcert.relax.relax_cell`
-        with every cell component masked, which carries the stress along) or "bfgs" (:func:`jaxcert.relax.bfgs`).
+      optimizer: "fire" (the paper's: :func:`jaxcert.optim.relax.fire`'s steps, run as
+        :func:`jaxcert.optim.relax.relax_cell`
+        with every cell component masked, which carries the stress along) or "bfgs" (:func:`jaxcert.optim.relax.bfgs`).
 
     Returns:
       :class:`FiniteStrainElastic`.

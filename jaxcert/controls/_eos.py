@@ -272,7 +272,7 @@ def eos_scan(model: Any, structure: Any, volume_factors: Any = DELTA_VOLUME_FACT
       ValueError: a batched or non-periodic structure, fewer than 4 or non-positive volume factors, or a
         non-positive ``v0``.
     """
-    from jaxcert.structure import Structure
+    from jaxcert.core.structure import Structure
 
     s = structure if isinstance(structure, Structure) else Structure.from_ase(structure)
     if s.positions.ndim != 2:

@@ -1,14 +1,14 @@
 """The committee: the target and its auxiliary models, evaluated batched over a protocol's configurations.
 
 docs/detective.md §1.  Every protocol runs the *identical* configurations on every model.  Configurations that
-share a periodicity are padded to one atom count and stacked (:func:`jaxcert.structure.stack`; padding atoms
+share a periodicity are padded to one atom count and stacked (:func:`jaxcert.core.structure.stack`; padding atoms
 are inert) and evaluated as one
 ``jax.jit(jax.vmap(...))`` program per model and chunk; ``batched=False`` evaluates them one at a time (the
 baseline of ``benchmarks/detective.py``).  The evaluation counter ``n_evals`` counts one per configuration and
 model for a single point, and one per optimiser step and model for a relaxation: the unit of the search budget.
 
-A model that has no parameters for an element of a configuration (:class:`jaxcert.model.UnsupportedElement`) or
-cannot evaluate it (:class:`jaxcert.model.UnsupportedStructure`, e.g. a bridged graph network on an isolated
+A model that has no parameters for an element of a configuration (:class:`jaxcert.core.model.UnsupportedElement`) or
+cannot evaluate it (:class:`jaxcert.core.model.UnsupportedStructure`, e.g. a bridged graph network on an isolated
 atom) gives NaN there; the signals ignore NaN.
 """
 
@@ -25,9 +25,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert import relax
-from jaxcert.model import Model, UnsupportedElement, is_unsupported_structure
-from jaxcert.structure import Structure
+from jaxcert.core.model import Model, UnsupportedElement, is_unsupported_structure
+from jaxcert.core.structure import Structure
+from jaxcert.optim import relax
 
 __all__ = ["Committee", "CHUNK"]
 
@@ -79,7 +79,7 @@ def _quiet_callbacks():
 
 
 def _stack(structures: Sequence[Structure], n_atoms: int) -> Structure:
-    """:func:`jaxcert.structure.stack` done in NumPy (one transfer per field instead of eager JAX ops per
+    """:func:`jaxcert.core.structure.stack` done in NumPy (one transfer per field instead of eager JAX ops per
     structure; the same padding convention: copies of the last real atom far away, ``mask`` False)."""
     b = len(structures)
     s0 = structures[0]
@@ -118,7 +118,7 @@ def _ef_batch(model: Model, batch: Structure) -> tuple[jax.Array, jax.Array]:
 
 @functools.partial(jax.jit, static_argnames=("fmax", "max_steps"))
 def _relax_batch(model: Model, movable: jax.Array, batch: Structure, fmax: float, max_steps: int):
-    """FIRE with fixed atoms on a stacked batch (:func:`jaxcert.relax.relax_batch`): (E, positions, steps,
+    """FIRE with fixed atoms on a stacked batch (:func:`jaxcert.optim.relax.relax_batch`): (E, positions, steps,
     converged)."""
     r = relax.relax_batch(model, batch, fmax=fmax, max_steps=max_steps, movable=movable)
     energy = jax.vmap(lambda s: model.energy_of(model.params, s))(r.structure)

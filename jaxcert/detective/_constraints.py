@@ -19,7 +19,7 @@ smoothness             probes.smoothness defect D                               
 =====================  =========================================================  ==========================
 
 Every check reuses the probes and derivatives that exist (:mod:`jaxcert.probes`,
-:func:`jaxcert.controls._elastic.elastic_tensor`, :func:`jaxcert.relax.relax_cell`).
+:func:`jaxcert.controls._elastic.elastic_tensor`, :func:`jaxcert.optim.relax.relax_cell`).
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxcert.core.model import is_unsupported_structure
+from jaxcert.core.structure import Structure
 from jaxcert.detective._protocols import Cell, Protocol, _rcov, supported
-from jaxcert.model import is_unsupported_structure
-from jaxcert.structure import Structure
 
 __all__ = ["CONSTRAINTS", "THRESHOLDS", "Constraints"]
 
@@ -96,7 +96,7 @@ class Constraints(Protocol):
         structs: list[Structure] = []
         spans: list[tuple[str, str, int, int, Any]] = []
         scale = 1.03 if variant == "fine" else 1.0
-        from jaxcert import substrates
+        from jaxcert.probes import substrates
 
         for r in regs:
             c, el = r["constraint"], r["element"]
@@ -154,8 +154,8 @@ class Constraints(Protocol):
         """born_stability and symmetry from one cell relaxation of the reference crystal."""
         from jaxcert.controls._elastic import elastic_tensor
         from jaxcert.controls._robust import _space_group
-        from jaxcert.elements import reference_crystal
-        from jaxcert.relax import relax_cell
+        from jaxcert.core.elements import reference_crystal
+        from jaxcert.optim.relax import relax_cell
 
         atoms = reference_crystal(el)
         if atoms is None or not model.stress_available:
@@ -248,8 +248,8 @@ class Constraints(Protocol):
 
     def configurations(self, region: Mapping[str, Any], committee: Any, cell: Cell | None = None
                        ) -> list[tuple[str, Any]]:
-        from jaxcert import substrates
-        from jaxcert.elements import reference_crystal
+        from jaxcert.core.elements import reference_crystal
+        from jaxcert.probes import substrates
 
         c, el = region["constraint"], region["element"]
         if c in ("born_stability", "symmetry", "stress_strain"):

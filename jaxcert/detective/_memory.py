@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from jaxcert.inputs import InputError
+from jaxcert.core.inputs import InputError
 from jaxcert.report import to_jsonable
 
 __all__ = ["EvidenceMemory"]

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from jaxcert.core.structure import Structure
 from jaxcert.detective._signals import SUSPICIOUS, Signal, classify
-from jaxcert.structure import Structure
 
 __all__ = ["Cell", "Protocol", "Dimers", "DimerConfig", "dimer_metrics", "dimer_grid", "dimer_structure",
            "supported", "pair_key"]
@@ -442,8 +442,8 @@ class Dimers(Protocol):
         reference crystal's energy per atom beyond the committee spread?"""
         from ase.units import kB
 
+        from jaxcert.core.elements import reference_crystal
         from jaxcert.detective._signals import robust_z
-        from jaxcert.elements import reference_crystal
 
         t = committee.target_name
         kT = kB * 1200.0

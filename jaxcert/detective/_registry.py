@@ -6,10 +6,10 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from jaxcert.core.inputs import InputError
 from jaxcert.detective._constraints import Constraints
 from jaxcert.detective._protocols import DimerConfig, Dimers, Protocol
 from jaxcert.detective._surfaces import Adsorption, Desorption, SurfaceConfig
-from jaxcert.inputs import InputError
 
 __all__ = ["PROTOCOLS", "make_protocol", "protocol_config"]
 

@@ -91,7 +91,7 @@ if __name__ == "__main__":
 
 
 def _figure(p: Protocol, cells: Sequence[Cell], names: Sequence[str], scope: Mapping[str, Any]) -> str:
-    from jaxcert import _html
+    from jaxcert.report import html as _html
 
     t = names[0]
     inside = [c for c in cells if p.in_scope(c.region, scope) and c.suspicious] or list(cells)

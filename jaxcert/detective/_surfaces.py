@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from jaxcert.core.structure import Structure
 from jaxcert.detective._protocols import Cell, Protocol, _rcov, supported
-from jaxcert.structure import Structure
 
 __all__ = ["ADSORBATES", "SurfaceConfig", "Desorption", "Adsorption", "slab_atoms", "surface_label",
            "adsorbate_atoms", "placed", "desorption_metrics"]

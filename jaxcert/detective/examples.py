@@ -17,8 +17,8 @@ Every factory is a ``module:attr`` spec for ``--target`` / ``--committee``, e.g.
 from __future__ import annotations
 
 from jaxcert import models
+from jaxcert.core.model import Model
 from jaxcert.detective import planted
-from jaxcert.model import Model
 
 __all__ = ["lj_planted_dimers", "lj_all_planted", "lj_soft", "lj_stiff", "lj_soft_planted", "lj_stiff_planted",
            "emt_planted_desorption", "emt_soft", "emt_stiff", "PLANTED_ELEMENTS"]

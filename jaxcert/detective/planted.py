@@ -25,10 +25,10 @@ import jax.numpy as jnp
 import numpy as np
 from ase.data import atomic_numbers
 
-from jaxcert.model import Model
+from jaxcert.core.model import Model
+from jaxcert.core.neighbors import pairs
+from jaxcert.core.structure import Structure
 from jaxcert.models._common import N_Z, pair_sum
-from jaxcert.neighbors import pairs
-from jaxcert.structure import Structure
 
 __all__ = ["pair_bump", "pair_attraction", "desorption_barrier", "variant"]
 

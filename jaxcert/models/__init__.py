@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from jaxcert.inputs import InputError, list_items
-from jaxcert.model import Model
+from jaxcert.core.inputs import InputError, list_items
+from jaxcert.core.model import Model
 
 __all__ = ["get", "available", "register", "describe", "from_spec", "spec_heads", "describe_specs"]
 

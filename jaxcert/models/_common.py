@@ -5,8 +5,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxcert.elements import MAX_Z
-from jaxcert.neighbors import Pairs
+from jaxcert.core.elements import MAX_Z
+from jaxcert.core.neighbors import Pairs
 
 N_Z = MAX_Z + 1
 

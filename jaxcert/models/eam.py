@@ -30,11 +30,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert.model import Model
+from jaxcert.core.model import Model
+from jaxcert.core.neighbors import pairs
+from jaxcert.core.structure import Structure
 from jaxcert.models._common import N_Z
 from jaxcert.models.tersoff import table_cutoff
-from jaxcert.neighbors import pairs
-from jaxcert.structure import Structure
 
 __all__ = ["sutton_chen", "SUTTON_CHEN_1990", "smoothstep_c4"]
 

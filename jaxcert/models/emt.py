@@ -55,9 +55,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert.model import Model
+from jaxcert.core.model import Model
+from jaxcert.core.neighbors import pairs
 from jaxcert.models._common import N_Z, presence
-from jaxcert.neighbors import pairs
 
 __all__ = ["emt", "atomic_energies", "PARAMETERS", "BETA", "BOHR_A", "SUPPORTED"]
 

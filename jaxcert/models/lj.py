@@ -4,7 +4,7 @@ ASE's ``LennardJones`` in smooth mode with parameters that depend only on the
 composition:
 
 * σ(el) = d_nn(el)/2^{1/6} (the pair minimum sits on the reference-crystal
-  nearest-neighbour distance, covalent-diameter fallback; :mod:`jaxcert.elements`),
+  nearest-neighbour distance, covalent-diameter fallback; :mod:`jaxcert.core.elements`),
 * ε(el) = E_coh(el)/8.610 eV (fcc lattice sum),
 * r_c = 3σ, r_o = 0.66 r_c,
 * mixed compositions: one effective pair, σ the arithmetic and ε the geometric
@@ -28,10 +28,10 @@ import functools
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert.elements import cohesive_energy, d_nn, number
-from jaxcert.model import Model
+from jaxcert.core.elements import cohesive_energy, d_nn, number
+from jaxcert.core.model import Model
+from jaxcert.core.neighbors import pairs
 from jaxcert.models._common import N_Z, pair_sum, presence
-from jaxcert.neighbors import pairs
 
 LJ_FCC_LATTICE_SUM = 8.610
 RC_OVER_SIGMA = 3.0

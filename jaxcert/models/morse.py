@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from jaxcert.elements import cohesive_energy, d_nn
-from jaxcert.model import Model
+from jaxcert.core.elements import cohesive_energy, d_nn
+from jaxcert.core.model import Model
+from jaxcert.core.neighbors import pairs
 from jaxcert.models._common import pair_sum
-from jaxcert.neighbors import pairs
 
 
 def quintic_cutoff(r, r1, r2):

@@ -1,16 +1,16 @@
 """The ``nequix:PATH[@float32|@float64][,capacity=N]`` model spec of the command line (docs/adapters.md §4).
 
-Kept apart from :mod:`jaxcert._nequix` (which :mod:`jaxcert.model` imports) so that the spec parser may import
-:class:`~jaxcert.Model` without an import cycle.
+Kept apart from :mod:`jaxcert.adapters.nequix` (the adapter room, which the models room may import) so that
+the spec parser stays with the other model specs.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from jaxcert._nequix import CACHE_DIR, DEFAULT_CAPACITY, NequixUnavailable
-from jaxcert.inputs import InputError
-from jaxcert.model import Model
+from jaxcert.adapters.nequix import CACHE_DIR, DEFAULT_CAPACITY, NequixUnavailable
+from jaxcert.core.inputs import InputError
+from jaxcert.core.model import Model
 
 __all__ = ["from_spec"]
 

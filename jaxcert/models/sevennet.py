@@ -29,7 +29,7 @@ the sequence of *operations* stored in the converted file, one per sevenn module
   modality and species, scale and shift of the atomic energy) and ``reduce`` (sum).
 
 Messages into atom i are summed over its neighbour slots (no scatter).  Neighbours come
-from :func:`jaxcert.neighbors.pairs` (dense images for small cells, the cell list for large
+from :func:`jaxcert.core.neighbors.pairs` (dense images for small cells, the cell list for large
 ones); they are compacted to the ``capacity`` nearest slots per atom, chosen with the
 distances held constant under differentiation (exact derivatives); more than
 ``capacity`` neighbours within the cutoff turn the energy into NaN, never a silently
@@ -57,9 +57,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert.model import Model
-from jaxcert.neighbors import pairs
-from jaxcert.structure import Structure
+from jaxcert.core.model import Model
+from jaxcert.core.neighbors import pairs
+from jaxcert.core.structure import Structure
 
 __all__ = ["sevennet", "from_spec", "load_converted", "converted_path", "weights_dir", "SevenNetUnavailable",
            "DEFAULT_CAPACITY", "DEFAULT_MAX_BATCH", "SHIPPED"]
@@ -423,11 +423,11 @@ def sevennet(checkpoint: str = "7net-0", modal: str | None = None, path: str | N
       modal: the fidelity of a multi-fidelity model ("PBE" or "R2SCAN" for 7net-mf-0); required there.
       path: a converted ``.npz`` to load instead of the cache (``jaxcert_bridges.convert``).
       capacity: neighbour slots per atom within the cutoff (static shape; overflow gives NaN); ``None``
-        keeps every candidate slot of :func:`jaxcert.neighbors.pairs`.
+        keeps every candidate slot of :func:`jaxcert.core.neighbors.pairs`.
       precision: "float32" or "float64" to evaluate the network in that precision whatever the dtype of
         the structure (inputs cast in, the energy cast back, so derivatives flow through the casts), or
         ``None`` (default) to follow the structure's dtype.  "float64" needs JAX's x64 mode.
-      max_batch: geometries evaluated at once (:attr:`jaxcert.Model.max_batch`; :mod:`jaxcert.batching`).
+      max_batch: geometries evaluated at once (:attr:`jaxcert.Model.max_batch`; :mod:`jaxcert.core.batching`).
         The default 32 bounds a probe program's working memory to about 1 GB on 13-atom clusters
         (about 27 MB per energy+forces evaluation in float32, from XLA's memory analysis); ``None`` lets
         whole probe batches run at once, which needs more than 24 GB for the default suite.

@@ -38,10 +38,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcert.model import Model
+from jaxcert.core.model import Model
+from jaxcert.core.neighbors import pairs
+from jaxcert.core.structure import Structure
 from jaxcert.models._common import pair_sum
-from jaxcert.neighbors import pairs
-from jaxcert.structure import Structure
 
 __all__ = ["stillinger_weber", "SW_SI_1985"]
 

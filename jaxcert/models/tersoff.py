@@ -26,7 +26,7 @@ jumps, as published).  Published fits: diamond Si −4.63 eV/atom at a = 5.432 �
 diamond C −7.37 eV/atom at a = 3.566 Å, zincblende SiC −6.165 eV/atom at 4.32 Å.
 
 Three-body sums run over a capacity-limited neighbour table
-(:func:`jaxcert.neighbors.neighbor_table`): more than ``capacity`` neighbours
+(:func:`jaxcert.core.neighbors.neighbor_table`): more than ``capacity`` neighbours
 inside the cutoff turns the energy into NaN, never a silently wrong value.
 """
 
@@ -38,10 +38,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert.model import Model
+from jaxcert.core.model import Model
+from jaxcert.core.neighbors import neighbor_table
+from jaxcert.core.structure import Structure
 from jaxcert.models._common import N_Z
-from jaxcert.neighbors import neighbor_table
-from jaxcert.structure import Structure
 
 __all__ = ["tersoff", "TERSOFF_SI_C_1989", "SPECIES"]
 

@@ -33,12 +33,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcert import kinds
-from jaxcert.derivatives import EXACT
-from jaxcert.model import Model
-from jaxcert.probes import stages
+from jaxcert.core.derivatives import EXACT
+from jaxcert.core.model import Model
+from jaxcert.core.structure import Structure
+from jaxcert.probes import kinds, stages
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, precision_bits, register, resolve_substrate, score_map
-from jaxcert.structure import Structure
 
 __all__ = ["BettiConfig", "betti", "draw_pairs"]
 

@@ -10,7 +10,7 @@ which must equal the kinetic temperature T_kin = ⟨2 KE/(n_dof k_B)⟩ of the s
 Langevin trajectory.  A force that is not a gradient (curl) drives a steady
 non-equilibrium state and the two disagree.
 
-On the shared trajectory (:mod:`jaxcert.dynamics`: relax, 400 warm-up, 1100 stored
+On the shared trajectory (:mod:`jaxcert.optim.dynamics`: relax, 400 warm-up, 1100 stored
 steps at 30 K), every 10th step (110 frames) gives F² = Σ‖F‖² of the raw model
 forces and the exact Hutchinson trace t = ¼ Σ_z zᵀHz over 4 Rademacher vectors
 (Hz = −J z by a jvp of the force output; ``config.derivatives`` may be a
@@ -27,7 +27,7 @@ the COM momentum is constrained to zero, so the equipartition temperature is
 Uncertainty (``docs/statistics.md``): ρ is a smooth function of three time averages,
 ρ = ⟨F²⟩/(k_B⟨t⟩⟨T_kin⟩), so its standard error is the delete-one-block jackknife of
 that function over ``n_blocks`` = 10 contiguous blocks of frames
-(:func:`jaxcert.stats.block_jackknife`; Quenouille 1956, Künsch 1989; blocking as in
+(:func:`jaxcert.core.stats.block_jackknife`; Quenouille 1956, Künsch 1989; blocking as in
 Flyvbjerg & Petersen, J. Chem. Phys. 91, 461 (1989)).  ``details["defect_stderr"]``
 is that SE of ρ, which is also the SE of the defect |ρ − 1| (|∂|ρ − 1|/∂ρ| = 1), in the
 defect's units (dimensionless); ``T_config_stderr`` and ``T_kin_stderr`` are in K.
@@ -42,7 +42,7 @@ shared trajectory equals a standalone one), the Hutchinson vectors from
 ``fold_in(key, 12345)`` (the reference's ``default_rng(seed + 12345)``), one split
 per frame.
 
-Pass ``trajectory=`` a :class:`jaxcert.dynamics.Trajectory` made with the same
+Pass ``trajectory=`` a :class:`jaxcert.optim.dynamics.Trajectory` made with the same
 thermostat to share it (it is extended if shorter than ``n_steps``); its cost is then
 not charged here.
 """
@@ -55,15 +55,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcert import kinds
-from jaxcert.derivatives import EXACT, _rademacher
-from jaxcert.dynamics import LangevinConfig, Trajectory, frame_indices, kinetic_temperature, trajectory_details
-from jaxcert.model import Model
-from jaxcert.probes import _statmech, stages
+from jaxcert.core.derivatives import EXACT, _rademacher
+from jaxcert.core.model import Model
+from jaxcert.core.stats import block_jackknife
+from jaxcert.core.structure import Structure
+from jaxcert.core.units import KB_EV_PER_K
+from jaxcert.optim.dynamics import LangevinConfig, Trajectory, frame_indices, kinetic_temperature, trajectory_details
+from jaxcert.probes import _statmech, kinds, stages
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, require_atoms, resolve_substrate, score_map
-from jaxcert.stats import block_jackknife
-from jaxcert.structure import Structure
-from jaxcert.units import KB_EV_PER_K
 
 __all__ = [
     "ConfigTemperatureConfig", "config_temperature", "HUTCHINSON_STREAM", "kinetic_dof",
@@ -156,7 +155,7 @@ def plan(cfg: ConfigTemperatureConfig, facts: stages.Facts):
         T_conf = _t_conf(mean_F2, mean_t)
         T_kin = jnp.mean(T_kin_frame)
         ratio = T_conf / T_kin
-        # delete-one-block jackknife of the whole ratio of means (jaxcert.stats, docs/statistics.md)
+        # delete-one-block jackknife of the whole ratio of means (jaxcert.core.stats, docs/statistics.md)
         jk = block_jackknife(lambda m: jnp.stack([_t_conf(m[0], m[1]) / m[2], _t_conf(m[0], m[1]), m[2]]),
                              (F2, t, T_kin_frame), cfg.n_blocks)
         ok = (t > 0) & (T_kin_frame > 0)

@@ -45,10 +45,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcert import kinds
-from jaxcert.derivatives import EXACT, fd_step
-from jaxcert.model import Model
-from jaxcert.probes import stages
+from jaxcert.core.derivatives import EXACT, fd_step
+from jaxcert.core.model import Model
+from jaxcert.core.structure import Structure
+from jaxcert.probes import kinds, stages
 from jaxcert.probes.base import (
     ProbeResult,
     ProbeSpec,
@@ -60,7 +60,6 @@ from jaxcert.probes.base import (
     resolve_substrate,
     score_map,
 )
-from jaxcert.structure import Structure
 
 __all__ = ["ConservativenessConfig", "conservativeness"]
 

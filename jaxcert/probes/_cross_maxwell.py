@@ -13,7 +13,7 @@ for shears):
 by exact autodiff (default engine) or the reference's central differences
 (``derivatives=FiniteDifference()``, δ = 1e-3 Å and 1e-3 strain in float64).  The
 probe is a staged plan (:mod:`jaxcert.probes.stages`): the blocks are ``tangent``
-requests (:mod:`jaxcert.kinds`) of the outputs, 3N along the unit position
+requests (:mod:`jaxcert.probes.kinds`) of the outputs, 3N along the unit position
 directions (σ tangents) and six along the deformations E_m (F and σ tangents; a
 step δ in γ_m is a step δ along E_m), plus three along the rotation generators
 Ω_k for the torque τ below (energy tangents).
@@ -83,7 +83,7 @@ uncorrected identities hold approximately.  With the exact prestress terms no
 relaxation is needed; it would also move the substrate away from the Pmm2
 geometry the other periodic probes use (the reference LJ relaxes Ar's Pmm2 cell
 from 6.4×6.6×11.0 Å to a denser 3.5×6.8×6.8 Å structure).  ``relax_cell=True`` runs a JAX
-position-and-cell relaxation before measuring: ASE's BFGS (:func:`jaxcert.relax.bfgs`)
+position-and-cell relaxation before measuring: ASE's BFGS (:func:`jaxcert.optim.relax.bfgs`)
 on a unit-cell-filter parametrisation (atoms x = R𝔽⁻ᵀ, cell variables N(𝔽ᵀ − I),
 generalised forces F𝔽 and −V𝔽⁻¹σ/N from the force and stress outputs, zero
 pressure, convergence on all N + 3 rows as ASE).  ASE's FrechetCellFilter
@@ -100,7 +100,7 @@ columns exact; 1 + 2(3N + 6 + 6) with order-2 finite differences (the engines
 compute whole blocks; the reference's 4 calls per pair + 12 would be 37 for 6
 pairs); plus 1 (exact) or 6 (FD) for the torque τ and the relaxation's steps + 1.
 The relaxation is the module's own kind ``relax_cell`` (:func:`relax_positions_and_cell`,
-registered with :func:`jaxcert.kinds.register`).
+registered with :func:`jaxcert.probes.kinds.register`).
 """
 
 from __future__ import annotations
@@ -112,14 +112,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert import batching, kinds
-from jaxcert.derivatives import EXACT, voigt_strain
-from jaxcert.model import Model, strain, voigt
-from jaxcert.neighbors import det3, inv3
-from jaxcert.probes import stages
+from jaxcert.core import batching
+from jaxcert.core.derivatives import EXACT, voigt_strain
+from jaxcert.core.model import Model, strain, voigt
+from jaxcert.core.neighbors import det3, inv3
+from jaxcert.core.structure import Structure
+from jaxcert.optim.relax import RelaxResult, bfgs
+from jaxcert.probes import kinds, stages
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, require_stress, resolve_substrate
-from jaxcert.relax import RelaxResult, bfgs
-from jaxcert.structure import Structure
 
 __all__ = ["CrossMaxwellConfig", "cross_maxwell", "relax_positions_and_cell", "strain_basis", "TRACE_VOIGT"]
 
@@ -207,7 +207,8 @@ def relax_positions_and_cell(
     """Relax positions and cell at zero pressure (BFGS on a unit-cell filter); see the module docstring.
 
     Returns the relaxed structure (static image count raised by ``extra_images`` per periodic axis;
-    NaN positions if the cell shrank beyond what that count covers) and the :class:`~jaxcert.relax.RelaxResult` of the
+    NaN positions if the cell shrank beyond what that count covers) and the
+    :class:`~jaxcert.optim.relax.RelaxResult` of the
     filter (fmax over atoms and the three cell rows).
     """
     s = model.prepare(s)

@@ -36,7 +36,7 @@ aligns and ``"none"`` is the reference's estimator.  ``aligned`` and
 Uncertainty: ``details["defect_stderr"]`` (= ``R_median_stderr``, dimensionless) is the
 delete-one-block jackknife of the whole statistic, median over modes of
 λ_α⟨Q_α²⟩/k_BT, over ``n_blocks`` = 10 contiguous blocks of frames
-(:func:`jaxcert.stats.block_jackknife`).  The median is continuous but not smooth in the
+(:func:`jaxcert.core.stats.block_jackknife`).  The median is continuous but not smooth in the
 block means, and the delete-one jackknife of such a statistic is conservative (its
 variance estimate is biased upwards, Efron & Stein, Ann. Stat. 9, 586 (1981)): measured
 ≈ 1.5× the seed-to-seed spread on the reference LJ (SE 0.083 vs spread 0.055 per
@@ -48,7 +48,7 @@ the ratios are not meaningful.
 ``R_alpha`` and ``omega2`` are reported for all 3N modes, NaN where a mode is not
 kept (static shapes under jit); ``n_modes`` counts the kept ones.  Costs 3N
 jvp-equivalents for the exact Hessian (6N for central differences) when the
-trajectory is shared (``trajectory=``, see :mod:`jaxcert.dynamics`).
+trajectory is shared (``trajectory=``, see :mod:`jaxcert.optim.dynamics`).
 """
 
 from __future__ import annotations
@@ -59,15 +59,15 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcert import kinds, linalg
-from jaxcert.derivatives import EXACT
-from jaxcert.dynamics import LangevinConfig, Trajectory, frame_indices, trajectory_details
-from jaxcert.model import Model
-from jaxcert.probes import _statmech, stages
+from jaxcert.core import linalg
+from jaxcert.core.derivatives import EXACT
+from jaxcert.core.model import Model
+from jaxcert.core.stats import block_jackknife
+from jaxcert.core.structure import Structure
+from jaxcert.core.units import KB_EV_PER_K
+from jaxcert.optim.dynamics import LangevinConfig, Trajectory, frame_indices, trajectory_details
+from jaxcert.probes import _statmech, kinds, stages
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, require_atoms, resolve_substrate, score_map
-from jaxcert.stats import block_jackknife
-from jaxcert.structure import Structure
-from jaxcert.units import KB_EV_PER_K
 
 __all__ = ["EquipartitionConfig", "equipartition", "align_frames", "ROTATION_TOL", "ALIGN_MODES"]
 

@@ -9,7 +9,7 @@ gradient of an energy, the force Jacobian J = ∂F/∂R is symmetric, so
 it sees a transverse curl (docs/probes.md §8.4).
 
 Substrate: not the per-element substrates but the ten fixed structures of the seed-002 benchmark
-(:func:`jaxcert.substrates.lambda_structures`: eight ASE molecules, cubic diamond, periodic
+(:func:`jaxcert.probes.substrates.lambda_structures`: eight ASE molecules, cubic diamond, periodic
 graphene), one report row per structure; the suite groups them by periodicity so that each group is
 one padded, vmapped program (padded rows and columns of J are exactly zero and change neither norm).
 A structure the model cannot evaluate is recorded as skipped with the reason; the others keep their
@@ -31,12 +31,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert import kinds, substrates
-from jaxcert.derivatives import EXACT
-from jaxcert.model import Model
-from jaxcert.probes import stages
+from jaxcert.core.derivatives import EXACT
+from jaxcert.core.model import Model
+from jaxcert.core.structure import Structure
+from jaxcert.probes import kinds, stages, substrates
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, score_map
-from jaxcert.structure import Structure
 
 __all__ = ["LamConfig", "lam", "lambda_of_jacobian", "LAMBDA_GATE"]
 

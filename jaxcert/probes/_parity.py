@@ -37,13 +37,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcert import kinds
-from jaxcert.derivatives import EXACT
-from jaxcert.model import Model, voigt
-from jaxcert.neighbors import inv3
-from jaxcert.probes import stages
+from jaxcert.core.derivatives import EXACT
+from jaxcert.core.model import Model, voigt
+from jaxcert.core.neighbors import inv3
+from jaxcert.core.structure import Structure
+from jaxcert.probes import kinds, stages
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, require_stress, resolve_substrate
-from jaxcert.structure import Structure
 
 __all__ = ["ParityConfig", "parity", "inversion_image"]
 

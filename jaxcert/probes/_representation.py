@@ -37,7 +37,7 @@ derived from the substrate's K_a (which cover x_a = r_c/w_a, w_a the lattice-pla
 spacing): the new cell's spacing obeys 1/w₁' ≤ 1/w₀ + 1/w₁, so x₁' ≤ x₀ + x₁ and
 K₁' = K₀ + K₁ + 1 images suffice for the unimodular cell; the doubled cell has
 x' = x/2 and needs ⌈K/2 + ¼⌉.  Both bounds hold for the image rules K = ⌊x + ½⌋
-and K = ⌈x + ½⌉ of :func:`jaxcert.neighbors.image_counts` (and keep its margin);
+and K = ⌈x + ½⌉ of :func:`jaxcert.core.neighbors.image_counts` (and keep its margin);
 an insufficient count would make the result NaN, never silently wrong.  Random draws come from ``key``
 (``jax.random``: u, then π, as the reference's single stream; statistical, not
 bitwise, agreement).  Cost 1 + 1 + 1 + n_tr + 1 = 20 model evaluations.  No
@@ -54,13 +54,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert import kinds
-from jaxcert.derivatives import EXACT
-from jaxcert.model import Model
-from jaxcert.neighbors import inv3
-from jaxcert.probes import stages
+from jaxcert.core.derivatives import EXACT
+from jaxcert.core.model import Model
+from jaxcert.core.neighbors import inv3
+from jaxcert.core.structure import Structure
+from jaxcert.probes import kinds, stages
 from jaxcert.probes.base import ProbeResult, ProbeSkip, ProbeSpec, finalize, register, resolve_substrate
-from jaxcert.structure import Structure
 
 __all__ = ["RepresentationConfig", "representation", "unimodular", "supercell"]
 

@@ -1,7 +1,7 @@
 r"""reversibility — NVE round trip of velocity-Verlet (docs/probes.md §4.10).
 
 From the (unrelaxed) cluster with seeded Maxwell–Boltzmann velocities at 30 K
-(:func:`jaxcert.dynamics.maxwell_boltzmann`: p = z√(m k_B T), mean momentum
+(:func:`jaxcert.optim.dynamics.maxwell_boltzmann`: p = z√(m k_B T), mean momentum
 removed), integrate n = 100 velocity-Verlet steps of dt = 1 fs, set v ← −v and
 integrate n more.  For forces that depend on positions only, velocity-Verlet is
 exactly time-reversible, so the atoms return to R(0) up to round-off:
@@ -29,12 +29,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcert import kinds
-from jaxcert.dynamics import maxwell_boltzmann
-from jaxcert.model import Model
-from jaxcert.probes import stages
+from jaxcert.core.model import Model
+from jaxcert.core.structure import Structure
+from jaxcert.optim.dynamics import maxwell_boltzmann
+from jaxcert.probes import kinds, stages
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, resolve_substrate, score_map
-from jaxcert.structure import Structure
 
 __all__ = ["ReversibilityConfig", "reversibility"]
 

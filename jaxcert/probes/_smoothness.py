@@ -35,12 +35,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcert import kinds
-from jaxcert.derivatives import EXACT
-from jaxcert.model import Model
-from jaxcert.probes import stages
+from jaxcert.core.derivatives import EXACT
+from jaxcert.core.model import Model
+from jaxcert.core.structure import Structure
+from jaxcert.probes import kinds, stages
 from jaxcert.probes.base import ProbeResult, ProbeSpec, bond_of, finalize, register, require_atoms, resolve_substrate
-from jaxcert.structure import Structure
 
 __all__ = ["SmoothnessConfig", "smoothness", "smoothness_terms"]
 

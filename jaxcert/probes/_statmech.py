@@ -1,14 +1,14 @@
 r"""What the statistical-mechanics plans share (config_temperature, equipartition, virial; docs/probes.md §5).
 
 Each of the three plans asks first for the shared Langevin trajectory (a ``langevin`` request,
-:func:`jaxcert.kinds.langevin`, with the probe's key, thermostat and ``n_steps``); the answer is a
-:class:`jaxcert.kinds.Fresh`.  A trajectory this request computed (``fresh`` True: alone, or the first
+:func:`jaxcert.probes.kinds.langevin`, with the probe's key, thermostat and ``n_steps``); the answer is a
+:class:`jaxcert.probes.kinds.Fresh`.  A trajectory this request computed (``fresh`` True: alone, or the first
 asker in the suite) is charged to the probe (its ``n_evals``, ``reused`` False); one shared from an
 earlier identical request (``fresh`` False) costs nothing here (``reused`` True).  :func:`charge`
 reads that (traced-safe: ``fresh`` is a traced bool under the suite's vmap).
 
 A trajectory passed by keyword (``trajectory=``, the probes' public functions) is checked and extended
-with the model where too short (:func:`jaxcert.dynamics.get_trajectory`) outside the plan; the later
+with the model where too short (:func:`jaxcert.optim.dynamics.get_trajectory`) outside the plan; the later
 stages then read it as a shared answer and only the extension is charged (:func:`run`).
 """
 
@@ -20,12 +20,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcert import kinds
-from jaxcert.dynamics import Trajectory, get_trajectory
-from jaxcert.model import Model
-from jaxcert.probes import stages
+from jaxcert.core.model import Model
+from jaxcert.core.structure import Structure
+from jaxcert.optim.dynamics import Trajectory, get_trajectory
+from jaxcert.probes import kinds, stages
 from jaxcert.probes.base import ProbeResult
-from jaxcert.structure import Structure
 
 __all__ = ["ask_trajectory", "charge", "run"]
 

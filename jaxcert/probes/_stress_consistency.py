@@ -9,8 +9,8 @@ Identity tested: with the engineering Voigt strain γ of docs/probes.md §1.2
 
 where σ^pred is the model's *stress output* (a direct stress head is tested as it
 is) and σ^E is taken from the *energy* by the configured engine, as the energy
-components of six ``tangent`` requests (:mod:`jaxcert.kinds`) along the
-deformations dA_m = ε(e_m) (:func:`jaxcert.derivatives.voigt_strain`; a step of
+components of six ``tangent`` requests (:mod:`jaxcert.probes.kinds`) along the
+deformations dA_m = ε(e_m) (:func:`jaxcert.core.derivatives.voigt_strain`; a step of
 δ in γ_m is a step of δ along dA_m): exact forward-mode tangents (the default)
 or the reference's central difference over ±δ (``FiniteDifference()``, δ = 1e-3
 in float64, the dtype-aware step of docs/probes.md §1.5 otherwise).
@@ -40,13 +40,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcert import kinds
-from jaxcert.derivatives import EXACT, voigt_strain
-from jaxcert.geometry import det3
-from jaxcert.model import Model, voigt
-from jaxcert.probes import stages
+from jaxcert.core.derivatives import EXACT, voigt_strain
+from jaxcert.core.geometry import det3
+from jaxcert.core.model import Model, voigt
+from jaxcert.core.structure import Structure
+from jaxcert.probes import kinds, stages
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, require_stress, resolve_substrate
-from jaxcert.structure import Structure
 
 __all__ = ["StressConsistencyConfig", "stress_consistency", "tensor_norm"]
 

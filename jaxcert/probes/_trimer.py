@@ -60,10 +60,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert import batching, kinds
-from jaxcert.derivatives import EXACT
-from jaxcert.model import Model
-from jaxcert.probes import stages
+from jaxcert.core import batching
+from jaxcert.core.derivatives import EXACT
+from jaxcert.core.model import Model
+from jaxcert.core.structure import Structure
+from jaxcert.probes import kinds, stages
 from jaxcert.probes.base import (
     SKIPPED,
     ProbeResult,
@@ -75,7 +76,6 @@ from jaxcert.probes.base import (
     resolve_substrate,
     score_map,
 )
-from jaxcert.structure import Structure
 
 __all__ = ["TrimerConfig", "trimer", "three_body_decay", "transverse_asymmetry", "unit_pairs"]
 

@@ -21,7 +21,7 @@ T_int = 2⟨K_int⟩/((3N − 6) k_B) and the per-frame ``rho_series`` = W/(2 K_
 Uncertainty (``docs/statistics.md``): ``details["defect_stderr"]`` (= ``rho_vir_stderr``,
 dimensionless, the SE of ρ_vir and so of |ρ_vir − 1|) is the delete-one-block jackknife of
 the ratio of means ⟨W⟩/(2⟨K_int⟩) over ``n_blocks`` = 10 contiguous blocks of frames
-(:func:`jaxcert.stats.block_jackknife`; asymptotically the delta method).  Measured on the
+(:func:`jaxcert.core.stats.block_jackknife`; asymptotically the delta method).  Measured on the
 reference LJ (Li…S clusters, 30 K, 12 seeds, P excluded): SE ≈ 0.036 per element at 1100
 steps, 15–25 % below the seed-to-seed spread (W decorrelates in ≈ 30 fs, a block is 110 fs).
 The estimator is the reference's, unaligned: rotating the reference into each frame
@@ -30,7 +30,7 @@ relaxation stops short (``relax_converged`` False, e.g. P, whose BFGS ends near 
 saddle in jaxcert and in ASE alike), W is not the virial of a bound vibration and
 neither the value nor its SE mean much.
 
-Pass ``trajectory=`` to share the trajectory (see :mod:`jaxcert.dynamics`); then
+Pass ``trajectory=`` to share the trajectory (see :mod:`jaxcert.optim.dynamics`); then
 this probe costs no evaluations (unless it has to extend it).
 """
 
@@ -43,14 +43,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert.dynamics import LangevinConfig, Trajectory, frame_indices, trajectory_details
-from jaxcert.geometry import det3, inv3, is_concrete
-from jaxcert.model import Model
+from jaxcert.core.geometry import det3, inv3, is_concrete
+from jaxcert.core.model import Model
+from jaxcert.core.stats import block_jackknife
+from jaxcert.core.structure import Structure
+from jaxcert.core.units import KB_EV_PER_K
+from jaxcert.optim.dynamics import LangevinConfig, Trajectory, frame_indices, trajectory_details
 from jaxcert.probes import _statmech, stages
 from jaxcert.probes.base import ProbeResult, ProbeSkip, ProbeSpec, finalize, register, resolve_substrate, score_map
-from jaxcert.stats import block_jackknife
-from jaxcert.structure import Structure
-from jaxcert.units import KB_EV_PER_K
 
 __all__ = ["VirialConfig", "virial", "internal_kinetic_energy"]
 

@@ -10,7 +10,7 @@ for the three translations T_a (every atom moves by e_a) and, without pbc, the
 three rotations e_a × (R_i − R̄) (R̄ the unweighted centroid); the spectrum has
 exactly that many near-zero eigenvalues and none negative.
 
-Procedure (seed 000 / pescert): relax with :func:`jaxcert.relax.bfgs` (ASE BFGS,
+Procedure (seed 000 / pescert): relax with :func:`jaxcert.optim.relax.bfgs` (ASE BFGS,
 fmax 1e-3 eV/Å, 200 steps; reached fmax, steps and convergence are reported,
 not assumed), H = −∂F/∂R of the *force output* at the relaxed geometry (exact
 ``jacfwd`` by default: 3N jvps; ``FiniteDifference()`` gives the reference's
@@ -61,12 +61,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcert import kinds, linalg
-from jaxcert.derivatives import EXACT
-from jaxcert.model import Model
-from jaxcert.probes import stages
+from jaxcert.core import linalg
+from jaxcert.core.derivatives import EXACT
+from jaxcert.core.model import Model
+from jaxcert.core.structure import Structure
+from jaxcert.probes import kinds, stages
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, precision_bits, register, resolve_substrate, score_map
-from jaxcert.structure import Structure
 
 __all__ = ["ZeroModesConfig", "zero_modes", "rigid_basis", "spectrum_analysis"]
 

@@ -10,7 +10,7 @@ A probe is a pure function
   Fields that set shapes (counts) are static Python ints; continuous knobs may be
   swept by building new configs.
 * ``substrate``: a :class:`~jaxcert.Structure` (already built for the probe's kind),
-  an element symbol (built with :mod:`jaxcert.substrates` for the probe's kind,
+  an element symbol (built with :mod:`jaxcert.probes.substrates` for the probe's kind,
   outside jit), or ``None`` (element ``"Ar"``, as the reference CLI).
 * Returns :class:`ProbeResult`, a pytree of arrays only, so ``jax.jit(jax.vmap(
   partial(probe, model, config=cfg)))(keys, stacked_substrates)`` runs every
@@ -34,12 +34,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert import substrates
-from jaxcert.cache import register_storable
-from jaxcert.geometry import is_concrete
-from jaxcert.model import Model
-from jaxcert.structure import Structure
-from jaxcert.summary import NOT_RUN, UNSUPPORTED
+from jaxcert.core.cache import register_storable
+from jaxcert.core.geometry import is_concrete
+from jaxcert.core.model import Model
+from jaxcert.core.result import Status
+from jaxcert.core.structure import Structure
+from jaxcert.probes import substrates
+from jaxcert.report.summary import NOT_RUN, UNSUPPORTED
 
 __all__ = [
     "ProbeResult", "ProbeSkip", "ProbeSpec", "OK", "NONFINITE", "SKIPPED", "ERROR", "UNSUPPORTED", "NOT_RUN",
@@ -50,8 +51,9 @@ __all__ = [
 NOT_PERIODIC = "substrate is not periodic; stress is undefined"
 NO_STRESS = "model does not expose a stress"
 
-OK, NONFINITE, SKIPPED, ERROR = 0, 1, 2, 3
-STATUS_NAMES = {OK: "ok", NONFINITE: "non-finite", SKIPPED: "skipped", ERROR: "error"}
+#: the integer codes a jitted probe carries (jaxcert.core.result.Status)
+OK, NONFINITE, SKIPPED, ERROR = (s.code for s in (Status.OK, Status.NON_FINITE, Status.SKIPPED, Status.ERROR))
+STATUS_NAMES = {s.code: s.value for s in Status}
 
 
 class ProbeSkip(Exception):  # noqa: N818 - a signal, not an error
@@ -218,5 +220,5 @@ def register(spec: ProbeSpec) -> ProbeSpec:
     PROBES[spec.name] = spec
     return spec
 
-# the executable store and stored host values may rebuild these types (jaxcert/cache.py)
+# the executable store and stored host values may rebuild these types (jaxcert/core/cache.py)
 register_storable(ProbeResult, node=True)

@@ -7,10 +7,10 @@ A probe is declared as a *plan*: ``plan(config, facts) -> (stage_0, stage_1, …
 * the last stage returns the :class:`~jaxcert.probes.base.ProbeResult`.
 
 Stages never see the model: they see only ``facts`` (:class:`Facts`, static and hashable) and the answers to
-their :class:`~jaxcert.kinds.Request` objects.  So the same probe runs two ways:
+their :class:`~jaxcert.probes.kinds.Request` objects.  So the same probe runs two ways:
 
 * alone (:func:`run`): the stages are composed with the requests answered inline
-  (:func:`jaxcert.kinds.answer`): one pure JAX function of the model, jittable and differentiable;
+  (:func:`jaxcert.probes.kinds.answer`): one pure JAX function of the model, jittable and differentiable;
 * in the suite (:mod:`jaxcert.probes.suite`): each stage is a small vmapped program without the model
   (shared by every model in the executable store), and every request is answered by the one compiled
   program of its (model, kind, shape class).
@@ -24,17 +24,17 @@ from typing import Any, NamedTuple
 
 import jax
 
-from jaxcert import kinds
-from jaxcert.cache import register_storable
-from jaxcert.model import Model
-from jaxcert.structure import Structure
+from jaxcert.core.cache import register_storable
+from jaxcert.core.model import Model
+from jaxcert.core.structure import Structure
+from jaxcert.probes import kinds
 
 __all__ = ["Ask", "Facts", "facts_of", "run", "Plan"]
 
 
 class Ask(NamedTuple):
     """A stage's output when it needs model quantities: the state it carries on, and the requests
-    (a pytree with :class:`~jaxcert.kinds.Request` leaves) whose answers the next stage reads."""
+    (a pytree with :class:`~jaxcert.probes.kinds.Request` leaves) whose answers the next stage reads."""
 
     state: Any
     requests: Any

@@ -1,11 +1,11 @@
 r"""The certification suite: every probe, every element, programs shared by every probe.
 
 ``certify(model, elements)`` builds each substrate kind once for all elements
-(:func:`jaxcert.substrates.stacked`, padded to one shape) and runs each probe on the batch.
+(:func:`jaxcert.probes.substrates.stacked`, padded to one shape) and runs each probe on the batch.
 
 A probe declared as a plan (:mod:`jaxcert.probes.stages`, docs/architecture.md "Kinds and stages")
 runs stage by stage: each stage is one ``jax.jit(jax.vmap(stage))`` program over the elements that
-holds no model, and every model quantity a stage asks for (:mod:`jaxcert.kinds`) is computed by the
+holds no model, and every model quantity a stage asks for (:mod:`jaxcert.probes.kinds`) is computed by the
 one compiled program of its (model, kind, shape class), shared by every probe: fixed chunks of
 :data:`CHUNK` items for ``evaluate``/``tangent``, all items at once for the loops (relaxations,
 dynamics).  So a model is traced and compiled a handful of times per run, not once per probe and
@@ -50,20 +50,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert import (
-    _model_key,  # noqa: F401 - registers the store's key for any model (cache.register_traced)
-    batching,
-    cache,
-    inputs,
-    kinds,
-    substrates,
-)
-from jaxcert.model import Model, UnsupportedElement, is_unsupported_structure, model_free
-from jaxcert.probes import stages
+from jaxcert.core import _model_key, batching, cache, device, inputs
+from jaxcert.core.model import Model, UnsupportedElement, is_unsupported_structure, model_free
+from jaxcert.core.structure import Structure, stack
+from jaxcert.probes import kinds, stages, substrates
 from jaxcert.probes.base import NOT_RUN, PROBES, STATUS_NAMES, UNSUPPORTED, ProbeSkip
 from jaxcert.report import Report
-from jaxcert.structure import Structure, stack
-from jaxcert.summary import combine_scores, to_jsonable
+from jaxcert.report.summary import combine_scores, to_jsonable
+
+_model_key.register()  # the store keys a user's model by what it computes (cache.register_traced)
 
 __all__ = ["DEFAULT_ORDER", "UNSUPPORTED", "NOT_RUN", "certify", "combine_scores", "probe_key",
            "ProbeOutcome", "resolve_probes", "run_on_structures"]
@@ -118,7 +113,7 @@ class ProbeOutcome:
     _details_json: list[Any] | None = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
     def details_json(self) -> list[Any]:
-        """``details`` converted by :func:`jaxcert.summary.to_jsonable`, once per outcome.
+        """``details`` converted by :func:`jaxcert.report.summary.to_jsonable`, once per outcome.
 
         The details of a finished outcome are not changed afterwards; the suite attaches the
         trajectory's evaluations and the model's notes before the first report is written."""
@@ -202,7 +197,7 @@ def certify(
     on_probe: Callable[[Any], None] | None = None,
     compile_workers: int | None = None,
 ):
-    """Run the certification suite and return a :class:`jaxcert.report.Report`.
+    """Run the certification suite and return a :class:`jaxcert.report.certification.Report`.
 
     Args:
       model: the potential.
@@ -218,7 +213,7 @@ def certify(
         ``"unsupported"`` (excluded from scores and gates) instead of raising :class:`InputError`.
       finished: outcomes of probes already run with the same model, elements, seed, dtype and
         configs (from :func:`jaxcert.checkpoint.load_finished`); they are kept, not recomputed.
-      on_probe: called with the partial :class:`~jaxcert.report.Report` after every probe (the CLI
+      on_probe: called with the partial :class:`~jaxcert.report.certification.Report` after every probe (the CLI
         writes it atomically, so a killed run loses nothing finished; ``docs/cli.md``).
       compile_workers: threads that trace and compile the probes' programs ahead of their turn
         (default: ``$JAXCERT_COMPILE_WORKERS``, else the CPU count, at most 4; 0 = compile each
@@ -269,9 +264,11 @@ def certify(
     notes = getattr(getattr(model.energy_fn, "backend", None), "notes", None)
     last = 0.0
 
+    machine = device.machine()
+
     def partial_report():
         return Report.from_outcomes(model=model, elements=all_elements, seed=seed, dtype=str(dtype), agg=agg,
-                                    outcomes=outcomes, wall_s=time.perf_counter() - t_start)
+                                    outcomes=outcomes, wall_s=time.perf_counter() - t_start, machine=machine)
 
     def evaluate(name: str, spec, cfg, els: tuple[str, ...]) -> ProbeOutcome:
         """The probe on the elements ``els`` in one batch; element k keeps its key whatever the batch."""
@@ -464,7 +461,7 @@ def _with_unsupported(o: ProbeOutcome, all_elements: list[str], unsupported: dic
 
 #: (model id, program, config, ...) -> (model, jitted program); the model is held so its id stays unique.
 _COMPILED: dict[Any, Any] = {}
-#: id(jitted program) -> what it computes, for the executable store (:mod:`jaxcert.cache`)
+#: id(jitted program) -> what it computes, for the executable store (:mod:`jaxcert.core.cache`)
 _IDENTITY: dict[int, tuple] = {}
 
 
@@ -596,7 +593,7 @@ def _answer(model: Model, requests: Any, memo: dict[Any, Any]) -> Any:
     """Answer every request of a batched stage output with the kernels, chunk by chunk.
 
     Requests of a loop kind (relaxations, trajectories) with identical inputs are answered once per run
-    (``memo``); a shared :class:`~jaxcert.kinds.Fresh` answer is returned with ``fresh`` False, so its
+    (``memo``); a shared :class:`~jaxcert.probes.kinds.Fresh` answer is returned with ``fresh`` False, so its
     evaluations are charged to the probe that asked first (docs/probes.md §5).
     """
     def one(req):
@@ -631,9 +628,9 @@ def _signature(args: tuple) -> tuple:
 def _executable(run, args: tuple):
     """The compiled executable of jitted ``run`` for the shapes and dtypes of ``args`` (compiled once).
 
-    With the executable store on (:func:`jaxcert.cache.enable_compilation_cache`, as the CLI does), a
+    With the executable store on (:func:`jaxcert.core.cache.enable_compilation_cache`, as the CLI does), a
     program stored by an earlier process is loaded without tracing, and a new one is stored. A program
-    that will be stored is compiled past JAX's persistent cache (:func:`jaxcert.cache.persistent_cache_bypassed`):
+    that will be stored is compiled past JAX's persistent cache (:func:`jaxcert.core.cache.persistent_cache_bypassed`):
     jaxlib 0.10 cannot serialise again an executable it loaded from that cache (its kernels are missing at
     run time).
     """

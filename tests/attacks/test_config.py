@@ -8,7 +8,7 @@ import os
 import pytest
 
 from jaxcert.attacks.config import SWEEP_DEFAULTS, SweepConfig, load_sweep_config
-from jaxcert.inputs import InputError
+from jaxcert.core.inputs import InputError
 
 GOOD = '''model = "sw"
 db = "s.sqlite"

@@ -20,7 +20,7 @@ from jaxcert.attacks import AttackSpec, PipelineConfig, crystals, run_grid
 from jaxcert.attacks.config import load_structure as _load_structure
 from jaxcert.attacks.sweep import sweep
 from jaxcert.cli import main
-from jaxcert.inputs import InputError
+from jaxcert.core.inputs import InputError
 
 #: (flag, value, what the message must quote): each must be refused by both subcommands.
 SHARED_BAD = [

@@ -4,7 +4,7 @@ import numpy as np
 from ase.build import bulk, molecule
 
 import jaxcert
-from jaxcert.derivatives import EXACT, FiniteDifference
+from jaxcert.core.derivatives import EXACT, FiniteDifference
 
 
 def si_cell(seed=0):
@@ -71,7 +71,7 @@ def check_graph_reuse(skin_potential, fresh_potential, cluster_symbol="Si"):
     skin, fresh = TorchBackend(skin_potential), TorchBackend(fresh_potential)
     stats = skin_potential.graph_stats
     rng = np.random.default_rng(4)
-    cluster = jaxcert.substrates.cluster_atoms(cluster_symbol)
+    cluster = jaxcert.probes.substrates.cluster_atoms(cluster_symbol)
     cluster.rattle(0.2, seed=2)
     for atoms in (si_cell(), cluster):
         s0 = System(atoms.positions, np.array(atoms.cell), atoms.numbers, tuple(bool(p) for p in atoms.pbc))

@@ -8,7 +8,7 @@ from ase.calculators.lj import LennardJones
 from ase.cluster import Icosahedron
 
 import jaxcert
-from jaxcert.derivatives import EXACT
+from jaxcert.core.derivatives import EXACT
 
 jb = pytest.importorskip("jaxcert_bridges")
 

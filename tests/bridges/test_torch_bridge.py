@@ -9,7 +9,7 @@ from ase.calculators.lj import LennardJones
 from ase.cluster import Icosahedron
 
 import jaxcert
-from jaxcert.derivatives import EXACT, FiniteDifference
+from jaxcert.core.derivatives import EXACT, FiniteDifference
 
 torch = pytest.importorskip("torch")
 jb = pytest.importorskip("jaxcert_bridges")

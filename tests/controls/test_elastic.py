@@ -1,4 +1,5 @@
-"""Elastic constants (docs/controls.md, "Elastic constants"): jaxcert.controls._elastic and jaxcert.relax.relax_cell.
+"""Elastic constants (docs/controls.md, "Elastic constants"): jaxcert.controls._elastic and
+jaxcert.optim.relax.relax_cell.
 
 Known answers: closed-form Voigt–Reuss–Hill moduli of cubic and isotropic tensors and their invariance under
 rotation; log-space statistics against numpy's own; the exact tensor of EMT Cu against central differences of
@@ -26,8 +27,8 @@ from ase.units import GPa
 
 import jaxcert
 from jaxcert.controls import compare_moduli, elastic_tensor, finite_strain_elastic, vrh
-from jaxcert.derivatives import voigt_strain
-from jaxcert.relax import relax_cell
+from jaxcert.core.derivatives import voigt_strain
+from jaxcert.optim.relax import relax_cell
 
 VOIGT = ((0, 0), (1, 1), (2, 2), (1, 2), (0, 2), (0, 1))
 
@@ -372,7 +373,7 @@ def strained_cu():
     m = jaxcert.models.get("emt")
     run = jax.jit(lambda s, fmax, smax, steps: relax_cell(m, s, fmax=fmax, smax=smax, max_steps=steps))
     s = jaxcert.Structure.from_ase(at)
-    from jaxcert.neighbors import with_images
+    from jaxcert.core.neighbors import with_images
 
     s = with_images(s, m.cutoff, margin=0.25)  # as relax_cell does on a concrete input (jit sees a traced one)
     return at, s, run

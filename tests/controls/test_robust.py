@@ -349,7 +349,7 @@ def test_polymorph_bootstrap_and_validation():
 def test_sg_retention_curve_known_answer():
     from ase import Atoms
 
-    from jaxcert.structure import Structure
+    from jaxcert.core.structure import Structure
 
     cu = Atoms("Cu4", scaled_positions=[[0, 0, 0], [0, 0.5, 0.5], [0.5, 0, 0.5], [0.5, 0.5, 0]],
                cell=np.eye(3) * 3.61, pbc=True)            # conventional fcc cell, Fm-3m (225)

@@ -18,10 +18,10 @@ from ase.build import bulk
 from ase.cluster import Icosahedron
 
 import jaxcert
-from jaxcert.derivatives import EXACT
-from jaxcert.elements import d_nn
+from jaxcert.core.derivatives import EXACT
+from jaxcert.core.elements import d_nn
+from jaxcert.core.neighbors import pairs
 from jaxcert.models import defects as D
-from jaxcert.neighbors import pairs
 from tests._defect_oracle import EXPECTED_PROBES, PROBE_NAMES
 
 # ----------------------------------------------------------------------------- substrates and helpers

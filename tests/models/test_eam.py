@@ -9,7 +9,7 @@ from ase.build import bulk
 from ase.data import atomic_numbers
 from ase.neighborlist import neighbor_list
 
-from jaxcert.model import UnsupportedElement
+from jaxcert.core.model import UnsupportedElement
 from jaxcert.models import get
 from jaxcert.models.eam import SUTTON_CHEN_1990, sutton_chen
 
@@ -34,7 +34,7 @@ def _switch(r, ron, rc):
 
 # --------------------------------------------------------------------------- references
 def _fcc_shells(n_max: int = 12) -> np.ndarray:
-    """|R|/a of every fcc lattice vector with |R| ≤ n_max/2 a (numpy, independent of jaxcert.neighbors)."""
+    """|R|/a of every fcc lattice vector with |R| ≤ n_max/2 a (numpy, independent of jaxcert.core.neighbors)."""
     g = np.arange(-n_max, n_max + 1)
     i, j, k = np.meshgrid(g, g, g, indexing="ij")
     keep = (i + j + k) % 2 == 0

@@ -14,7 +14,7 @@ from ase.calculators.emt import EMT
 from ase.cluster import Icosahedron
 
 import jaxcert
-from jaxcert.model import UnsupportedElement
+from jaxcert.core.model import UnsupportedElement
 from jaxcert.models import emt as emt_mod
 from jaxcert.models import get
 
@@ -210,7 +210,7 @@ def test_isolated_atoms_are_minus_e0(clusters64):
 
 def test_stress_unavailable_for_clusters():
     m = emt_mod.emt()
-    with pytest.raises(jaxcert.model.StressUnavailable):
+    with pytest.raises(jaxcert.core.model.StressUnavailable):
         m.stress(jaxcert.Structure.from_ase(CLUSTERS["CHON_molecule"]))
 
 

@@ -13,7 +13,7 @@ from ase.build import bulk
 from ase.neighborlist import neighbor_list
 
 import jaxcert
-from jaxcert.model import UnsupportedElement
+from jaxcert.core.model import UnsupportedElement
 from jaxcert.models import get
 from jaxcert.models.stillinger_weber import SW_SI_1985, stillinger_weber
 

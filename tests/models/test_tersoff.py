@@ -12,7 +12,7 @@ from ase import Atoms
 from ase.build import bulk
 
 import jaxcert
-from jaxcert.model import UnsupportedElement
+from jaxcert.core.model import UnsupportedElement
 from jaxcert.models import get
 from jaxcert.models.tersoff import CHI_SIC, TERSOFF_SI_C_1989, tersoff
 

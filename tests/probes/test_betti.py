@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import jaxcert
-from jaxcert.derivatives import FiniteDifference
+from jaxcert.core.derivatives import FiniteDifference
 from jaxcert.probes import BettiConfig, betti, draw_pairs
 from jaxcert.probes.base import PROBES
 from tests.probes.test_conservativeness import defect
@@ -77,7 +77,7 @@ def test_budget_shrinks_pairs():
 
 
 def test_jit_vmap_over_elements_equals_loop():
-    sub = pytest.importorskip("jaxcert.substrates")
+    sub = pytest.importorskip("jaxcert.probes.substrates")
     model = jaxcert.models.get("lj")
     batch, symbols = sub.stacked("cluster", ["Ar", "Cu", "Si"])
     keys = jax.random.split(jax.random.key(0), len(symbols))

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxcert import dynamics as dyn
+from jaxcert.optim import dynamics as dyn
 from jaxcert.probes import ConfigTemperatureConfig, config_temperature, kinetic_dof
 from jaxcert.probes.base import PROBES
 from tests.test_dynamics import anchored_harmonic, clean_lj, cluster13, curl_model

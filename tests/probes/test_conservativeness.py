@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import jaxcert
-from jaxcert.derivatives import FiniteDifference
+from jaxcert.core.derivatives import FiniteDifference
 from jaxcert.probes import ConservativenessConfig, closest_pair, conservativeness
 from jaxcert.probes.base import PROBES
 from tests.test_dynamics import clean_lj, cluster13
@@ -56,7 +56,7 @@ def defect(name, model, strength, **kw):
         d0 = kw.get("d0", D0_KINK)
 
         def energy(p, s):
-            from jaxcert.neighbors import pairs
+            from jaxcert.core.neighbors import pairs
 
             q = pairs(s, 100.0)
             kink = 0.5 * jnp.sum(jnp.where(q.mask, jnp.abs(q.r - d0), 0.0))
@@ -149,7 +149,7 @@ def test_stays_clean_where_the_identity_holds(name, strength, kw):
 
 
 def test_bond_is_the_closest_pair_in_graph():
-    sub = pytest.importorskip("jaxcert.substrates")
+    sub = pytest.importorskip("jaxcert.probes.substrates")
     for el in ("Ar", "Cu", "Si", "Na"):
         s = sub.cluster(el)
         assert tuple(np.asarray(closest_pair(s))) == sub.closest_pair(s)
@@ -163,7 +163,7 @@ def test_explicit_bond_and_budget():
 
 
 def test_jit_vmap_over_elements_equals_loop():
-    sub = pytest.importorskip("jaxcert.substrates")
+    sub = pytest.importorskip("jaxcert.probes.substrates")
     model = jaxcert.models.get("lj")
     batch, symbols = sub.stacked("cluster", ["Ar", "Cu", "Si"])
     keys = jax.random.split(jax.random.key(0), len(symbols))

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from jaxcert import Model, Structure, stack, unstack
-from jaxcert.derivatives import FiniteDifference, voigt_strain
-from jaxcert.model import from_voigt, strain
+from jaxcert.core.derivatives import FiniteDifference, voigt_strain
+from jaxcert.core.model import from_voigt, strain
 from jaxcert.models import get
 from jaxcert.models.lj import lennard_jones
 from jaxcert.probes import TRACE_VOIGT, CrossMaxwellConfig, cross_maxwell, strain_basis
@@ -26,7 +26,7 @@ C12 = CrossMaxwellConfig(n_pairs=12)  # §8.4 / §8.5 use 12 pairs
 
 def p2mm_ar(dtype=jnp.float64, prestressed: bool = False) -> Structure:
     """docs/probes.md §8.3 Pmm2 fixture (minimum distance 2.12 Å); ``prestressed``: rattled and sheared too."""
-    from jaxcert import substrates
+    from jaxcert.probes import substrates
 
     at = substrates.pmm2_atoms("Ar")
     d = at.get_all_distances(mic=True)[np.triu_indices(4, 1)].min()
@@ -124,7 +124,7 @@ def test_finite_difference_engine_agrees():
 
 
 def test_vmap_over_elements_equals_loop():
-    from jaxcert import substrates
+    from jaxcert.probes import substrates
 
     # the §8.3 fixture first: the batch keeps its image count, so the loop reuses the clean-floor program
     fixture = p2mm_ar()
@@ -143,7 +143,7 @@ def test_vmap_over_elements_equals_loop():
 
 
 def test_relax_cell_reference_mode():
-    from jaxcert import substrates
+    from jaxcert.probes import substrates
 
     ref = get("lj")
     s = ref.prepare(substrates.pmm2("Ar"))
@@ -158,7 +158,7 @@ def test_relax_cell_reference_mode():
 
 
 def test_skips():
-    from jaxcert import substrates
+    from jaxcert.probes import substrates
 
     with pytest.raises(ProbeSkip, match="substrate is not periodic; stress is undefined"):
         cross_maxwell(CLEAN, KEY, substrate=substrates.cluster("Ar"))

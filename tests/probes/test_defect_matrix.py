@@ -28,9 +28,8 @@ import numpy as np
 import pytest
 
 import jaxcert
-from jaxcert import substrates
 from jaxcert.models import defects
-from jaxcert.probes import PROBES
+from jaxcert.probes import PROBES, substrates
 from jaxcert.probes.suite import probe_keys
 from tests._defect_oracle import EXPECTED_PROBES
 

@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxcert import dynamics as dyn
-from jaxcert.derivatives import FiniteDifference
+from jaxcert.core.derivatives import FiniteDifference
+from jaxcert.optim import dynamics as dyn
 from jaxcert.probes import EquipartitionConfig, align_frames, equipartition
 from jaxcert.probes.base import PROBES
 from tests.test_dynamics import anchored_harmonic, clean_lj, cluster13, curl_model

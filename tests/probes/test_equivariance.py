@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from jaxcert import Structure, stack, unstack
-from jaxcert.derivatives import FiniteDifference
+from jaxcert.core.derivatives import FiniteDifference
 from jaxcert.models import get
 from jaxcert.models.lj import lennard_jones
 from jaxcert.probes import EquivarianceConfig, equivariance, random_rotations
@@ -89,7 +89,7 @@ def test_vmap_over_elements_equals_loop():
     D = _defects()
     ref = get("lj")
     m = D.curl(ref, 0.3)  # a defect gives residuals well above round-off to compare
-    from jaxcert import substrates
+    from jaxcert.probes import substrates
 
     batch = m.prepare(stack([substrates.cluster(el) for el in ("Ar", "Si")]))
     keys = jax.random.split(KEY, 2)

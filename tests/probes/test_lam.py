@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import jaxcert
-from jaxcert import probes, substrates
+from jaxcert import probes
 from jaxcert.cli import main
 from jaxcert.models.defects import curl
-from jaxcert.probes import PROBES, resolve_probes
+from jaxcert.probes import PROBES, resolve_probes, substrates
 
 NAMES = list(substrates.LAMBDA_MOLECULES) + ["diamond", "graphene"]
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from jaxcert import Model, Structure, stack, unstack
-from jaxcert.derivatives import FiniteDifference
+from jaxcert.core.derivatives import FiniteDifference
 from jaxcert.models import get
 from jaxcert.models.lj import lennard_jones
 from jaxcert.probes import ParityConfig, inversion_image, parity
@@ -21,7 +21,7 @@ KEY = jax.random.key(0)
 
 def p2mm_ar(dtype=jnp.float64) -> Structure:
     """docs/probes.md §8.3: the Pmm2 crystal rescaled so that its minimum distance is 2.12 Å."""
-    from jaxcert import substrates
+    from jaxcert.probes import substrates
 
     at = substrates.pmm2_atoms("Ar")
     d = at.get_all_distances(mic=True)[np.triu_indices(4, 1)].min()
@@ -75,7 +75,7 @@ def test_force_and_stress_scale_defects_stay_clean():
 
 
 def test_skips():
-    from jaxcert import substrates
+    from jaxcert.probes import substrates
 
     with pytest.raises(ProbeSkip, match="substrate is not periodic; stress is undefined"):
         parity(CLEAN, KEY, substrate=substrates.cluster("Ar"))
@@ -91,7 +91,7 @@ def test_skips():
 def test_vmap_over_elements_equals_loop():
     D = _defects()
     m = D.parity_stress(get("lj"), 1e-4)  # a parity-odd part well above round-off, for every element
-    from jaxcert import substrates
+    from jaxcert.probes import substrates
 
     batch = m.prepare(stack([substrates.pmm2(el) for el in ("Ar", "Cu", "Si")]))
     keys = jax.random.split(KEY, 3)

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from jaxcert import Structure, stack, unstack
-from jaxcert.derivatives import FiniteDifference
+from jaxcert.core.derivatives import FiniteDifference
+from jaxcert.core.neighbors import image_counts
 from jaxcert.models.lj import lennard_jones
-from jaxcert.neighbors import image_counts
 from jaxcert.probes import RepresentationConfig, representation, supercell, unimodular
 from jaxcert.probes.base import ProbeSkip
 
@@ -24,7 +24,7 @@ SUBTESTS = ("unimodular", "supercell", "translation", "permutation")
 
 def p2mm_ar(dtype=jnp.float64) -> Structure:
     """docs/probes.md §8.3: the Pmm2 crystal rescaled so that its minimum distance is 2.12 Å."""
-    from jaxcert import substrates
+    from jaxcert.probes import substrates
 
     at = substrates.pmm2_atoms("Ar")
     d = at.get_all_distances(mic=True)[np.triu_indices(4, 1)].min()
@@ -110,14 +110,14 @@ def test_geometry_of_supercell_and_gauge():
 
 
 def test_skip_non_periodic():
-    from jaxcert import substrates
+    from jaxcert.probes import substrates
 
     with pytest.raises(ProbeSkip, match="substrate is not periodic"):
         representation(CLEAN, KEY, substrate=substrates.cluster("Ar"))
 
 
 def test_vmap_over_elements_equals_loop():
-    from jaxcert import substrates
+    from jaxcert.probes import substrates
 
     # the elements' Pmm2 substrates with the §8.3 fixture first: the batch keeps its image count, so the
     # loop below reuses the program compiled for the sensitivity test

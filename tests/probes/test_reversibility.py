@@ -52,7 +52,7 @@ def test_history_like_noise_fires():
 
 def test_jit_vmap_over_substrates_equals_loop():
     model = jaxcert.models.get("lj")
-    from jaxcert import substrates
+    from jaxcert.probes import substrates
 
     elements = ["Ar", "Kr"]
     structures = [substrates.cluster(el) for el in elements]

@@ -100,7 +100,7 @@ def test_budget_and_explicit_bond():
 
 
 def test_jit_vmap_over_elements_equals_loop():
-    sub = pytest.importorskip("jaxcert.substrates")
+    sub = pytest.importorskip("jaxcert.probes.substrates")
     model = jaxcert.models.get("lj")
     batch, symbols = sub.stacked("cluster", ["Ar", "Cu", "Si"])
     keys = jax.random.split(jax.random.key(0), len(symbols))

@@ -14,9 +14,8 @@ import numpy as np
 import pytest
 
 import jaxcert
-from jaxcert import kinds
-from jaxcert.dynamics import LangevinConfig
-from jaxcert.probes import DEFAULT_ORDER, PROBES, suite
+from jaxcert.optim.dynamics import LangevinConfig
+from jaxcert.probes import DEFAULT_ORDER, PROBES, kinds, suite
 
 TH = LangevinConfig(warmup_steps=10, relax=False)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from jaxcert import Model, Structure, stack, unstack
-from jaxcert.derivatives import FiniteDifference
+from jaxcert.core.derivatives import FiniteDifference
 from jaxcert.models import get
 from jaxcert.models.lj import lennard_jones
 from jaxcert.probes import StressConsistencyConfig, stress_consistency, tensor_norm
@@ -70,7 +70,7 @@ def test_bad_stress_fires_and_curl_stays_clean():
 
 def test_finite_difference_engine_agrees():
     ref = get("lj")  # smooth (C¹) cutoff: the FD error is the O(δ²) truncation only
-    from jaxcert import substrates
+    from jaxcert.probes import substrates
 
     s = ref.prepare(substrates.bulk("Cu"))
     exact = RUN(ref, KEY, substrate=s)
@@ -86,7 +86,7 @@ def test_finite_difference_engine_agrees():
 
 
 def test_skips():
-    from jaxcert import substrates
+    from jaxcert.probes import substrates
 
     with pytest.raises(ProbeSkip, match="substrate is not periodic; stress is undefined"):
         stress_consistency(CLEAN, KEY, substrate=substrates.cluster("Ar"))
@@ -102,7 +102,7 @@ def test_skips():
 def test_vmap_over_elements_with_padding_equals_loop():
     D = _defects()
     m = D.bad_stress(get("lj"), 1.4)
-    from jaxcert import substrates
+    from jaxcert.probes import substrates
 
     batch = m.prepare(stack([substrates.bulk(el) for el in ("Ar", "Si")]))  # 1- and 2-atom cells
     assert not bool(batch.mask[0, 1])

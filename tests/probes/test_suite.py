@@ -62,8 +62,8 @@ def test_same_seed_same_report_and_vmap_equals_loop(lj, report):
         np.testing.assert_array_equal(a.score, b.score)
     # the batched program equals running the probe on each element alone, with that element's key
     # (on a broken model, so that the compared defects are far above round-off)
-    from jaxcert import substrates
     from jaxcert.models.defects import orientation
+    from jaxcert.probes import substrates
 
     broken = orientation(lj, 0.2)
     rep = jaxcert.certify(broken, ["Si", "Cu"], probes="equivariance", seed=0, dtype=jnp.float64)
@@ -119,7 +119,7 @@ def test_aggregation_methods_and_bad_names():
 
 def test_shared_trajectory_is_charged_to_its_first_consumer():
     """docs/probes.md §5: the probe that asks first pays relaxation + warm-up + MD; the next reads it for free."""
-    from jaxcert.dynamics import LangevinConfig
+    from jaxcert.optim.dynamics import LangevinConfig
     from jaxcert.probes import ConfigTemperatureConfig, VirialConfig
 
     th = LangevinConfig(warmup_steps=10, relax=False)
@@ -140,7 +140,7 @@ def test_compiling_ahead_changes_nothing(lj):
     The shared trajectory is predicted from config_temperature's settings and then lengthened by virial,
     so virial's predicted program does not match and compiles on demand: both paths are covered.
     """
-    from jaxcert.dynamics import LangevinConfig
+    from jaxcert.optim.dynamics import LangevinConfig
     from jaxcert.probes import ConfigTemperatureConfig, VirialConfig
 
     th = LangevinConfig(warmup_steps=10, relax=False)
@@ -157,5 +157,5 @@ def test_compiling_ahead_changes_nothing(lj):
 
 
 def test_compile_workers_is_validated(lj):
-    with pytest.raises(jaxcert.inputs.InputError, match="compile_workers"):
+    with pytest.raises(jaxcert.core.inputs.InputError, match="compile_workers"):
         jaxcert.certify(lj, ["Si"], probes="equivariance", compile_workers=-1)

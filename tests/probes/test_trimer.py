@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import jaxcert
-from jaxcert.derivatives import FiniteDifference
+from jaxcert.core.derivatives import FiniteDifference
 from jaxcert.probes import TrimerConfig, trimer, unit_pairs
 from jaxcert.probes.base import OK, PROBES, SKIPPED
 from tests.probes.test_conservativeness import defect, knob
@@ -55,7 +55,7 @@ def test_registered():
 
 
 def test_fixture_matches_the_builder():
-    sub = pytest.importorskip("jaxcert.substrates")
+    sub = pytest.importorskip("jaxcert.probes.substrates")
     s = sub.trimer("Ar")
     np.testing.assert_allclose(np.asarray(s.positions) * 2 ** (1 / 6) / 3.7193816690412396,
                                np.asarray(trimer3().positions), atol=1e-9)
@@ -155,7 +155,7 @@ def test_paper_pair_count():
 
 
 def test_jit_vmap_over_elements_equals_loop():
-    sub = pytest.importorskip("jaxcert.substrates")
+    sub = pytest.importorskip("jaxcert.probes.substrates")
     model = jaxcert.models.get("lj")
     batch, symbols = sub.stacked("trimer", ["Ar", "Cu", "Si"])
     keys = jax.random.split(jax.random.key(0), len(symbols))

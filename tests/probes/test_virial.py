@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import jaxcert
-from jaxcert import dynamics as dyn
 from jaxcert.models.defects import with_knobs
+from jaxcert.optim import dynamics as dyn
 from jaxcert.probes import VirialConfig, internal_kinetic_energy, virial
 from jaxcert.probes.base import PROBES, ProbeSkip
 from tests.test_dynamics import clean_lj, cluster13, curl_model

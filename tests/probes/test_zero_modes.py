@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import jaxcert
-from jaxcert.derivatives import FiniteDifference
+from jaxcert.core.derivatives import FiniteDifference
 from jaxcert.probes import ZeroModesConfig, rigid_basis, spectrum_analysis, zero_modes
 from jaxcert.probes.base import PROBES
 from tests.probes.test_conservativeness import D0_KINK, defect
@@ -119,7 +119,7 @@ def test_spectrum_ignores_padding():
 
 
 def test_jit_vmap_over_elements_equals_loop():
-    sub = pytest.importorskip("jaxcert.substrates")
+    sub = pytest.importorskip("jaxcert.probes.substrates")
     model = jaxcert.models.get("lj")
     batch, symbols = sub.stacked("cluster", ["Cu", "Si"])
     keys = jax.random.split(jax.random.key(0), len(symbols))
@@ -142,7 +142,7 @@ def test_argon_matches_ase_bfgs_and_its_saddle():
     reference reports n₋ = 1 for its own clean control, and so do we.  Relaxing to
     ``relax_fmax=1e-4`` reaches the minimum (documented in the module).
     """
-    sub = pytest.importorskip("jaxcert.substrates")
+    sub = pytest.importorskip("jaxcert.probes.substrates")
     from ase.calculators.lj import LennardJones
     from ase.optimize import BFGS
 

@@ -17,7 +17,7 @@ adds one defect.  Conventions shared by all of them:
   non-conservative by accident.
 * **Lengths.**  A length knob given as ``None`` is *element-adaptive*: a multiple
   of the nearest-neighbour distance d_nn of the reference crystal
-  (:func:`jaxcert.elements.d_nn`, averaged over the species present, as the
+  (:func:`jaxcert.core.elements.d_nn`, averaged over the species present, as the
   reference Lennard-Jones does for σ), so one default serves every element.  A
   float is taken in Å.  The wrapper's ``cutoff`` is the larger of the inner
   model's and the defect's, so :meth:`Model.prepare` counts enough images.
@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from jaxcert.model import Model
+from jaxcert.core.model import Model
 from jaxcert.models.defects._base import with_knobs
 from jaxcert.models.defects._extensivity import nonextensive
 from jaxcert.models.defects._nonconservative import curl, nonintegrable

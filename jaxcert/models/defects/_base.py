@@ -14,12 +14,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert.elements import d_nn
-from jaxcert.geometry import det3
-from jaxcert.model import Model, strain
+from jaxcert.core.elements import d_nn
+from jaxcert.core.geometry import det3
+from jaxcert.core.model import Model, strain
+from jaxcert.core.neighbors import Pairs, pairs
+from jaxcert.core.structure import Structure
 from jaxcert.models._common import N_Z, presence
-from jaxcert.neighbors import Pairs, pairs
-from jaxcert.structure import Structure
 
 __all__ = ["Length", "wrap", "with_knobs", "pairs_within", "poly_cutoff", "atom_mask", "unit", "centroid", "fmt"]
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxcert.model import Model
+from jaxcert.core.model import Model
+from jaxcert.core.structure import Structure
 from jaxcert.models.defects._base import Length, atom_mask, fmt, pairs_within, poly_cutoff, wrap
-from jaxcert.structure import Structure
 
 __all__ = ["nonextensive"]
 

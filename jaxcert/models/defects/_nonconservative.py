@@ -10,9 +10,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcert.model import Model
+from jaxcert.core.model import Model
+from jaxcert.core.structure import Structure
 from jaxcert.models.defects._base import Length, atom_mask, centroid, fmt, pairs_within, poly_cutoff, unit, wrap
-from jaxcert.structure import Structure
 
 __all__ = ["curl", "nonintegrable"]
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxcert.model import Model
+from jaxcert.core.model import Model
+from jaxcert.core.structure import Structure
 from jaxcert.models._common import pair_sum
 from jaxcert.models.defects._base import Length, atom_mask, fmt, pairs_within, wrap
 from jaxcert.models.morse import quintic_cutoff
-from jaxcert.structure import Structure
 
 __all__ = ["ripple", "kinked", "noise"]
 

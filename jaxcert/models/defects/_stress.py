@@ -8,10 +8,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxcert.geometry import inv3
-from jaxcert.model import Model
+from jaxcert.core.geometry import inv3
+from jaxcert.core.model import Model
+from jaxcert.core.structure import Structure
 from jaxcert.models.defects._base import atom_mask, fmt, wrap
-from jaxcert.structure import Structure
 
 __all__ = ["bad_stress", "parity_stress"]
 

@@ -11,10 +11,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert.geometry import det3, inv3
-from jaxcert.model import Model
+from jaxcert.core.geometry import det3, inv3
+from jaxcert.core.model import Model
+from jaxcert.core.structure import Structure
 from jaxcert.models.defects._base import Length, atom_mask, fmt, pairs_within, poly_cutoff, unit, wrap
-from jaxcert.structure import Structure
 
 __all__ = ["orientation", "chirality", "eggbox"]
 

@@ -1,6 +1,6 @@
 """Self-contained HTML report with inline SVG plots (no plotting dependency, no external assets).
 
-Every probe row carries its one-sentence explanation (``jaxcert/explain.py``, listed in
+Every probe row carries its one-sentence explanation (``jaxcert/report/explain.py``, listed in
 ``docs/reports.md``); plot axes are ticked at round numbers (steps of 1, 2, 5 × 10^k, powers of ten
 on log axes: :func:`linear_ticks`, :func:`log_ticks`).  The comparison board (``docs/compare.md``)
 reuses :func:`score_colour`.
@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from jaxcert.explain import explain
-from jaxcert.summary import format_defect
+from jaxcert.report.explain import explain
+from jaxcert.report.summary import format_defect
 
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f",
            "#bcbd22", "#393b79", "#637939"]
@@ -212,7 +212,7 @@ def heatmap(rows: list[str], cols: list[str], values: np.ndarray, title: str) ->
 
 
 def render_report(report: Any) -> str:
-    """The whole page for a :class:`jaxcert.report.Report`."""
+    """The whole page for a :class:`jaxcert.report.certification.Report`."""
     d = report.to_dict()
     agg = d["aggregate"]
     outcomes = {o.name: o for o in report.outcomes}

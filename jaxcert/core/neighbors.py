@@ -67,10 +67,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert._device import on_cpu
-from jaxcert.cache import register_storable
-from jaxcert.geometry import det3, inv3, is_concrete, plane_spacings
-from jaxcert.structure import Structure, StructureError
+from jaxcert.core.cache import register_storable
+from jaxcert.core.device import on_cpu
+from jaxcert.core.geometry import det3, inv3, is_concrete, plane_spacings
+from jaxcert.core.structure import Structure, StructureError
 
 __all__ = ["Pairs", "image_counts", "with_images", "coverage", "pairs", "neighbor_table", "CellListSpec",
            "with_cell_list", "cell_list_fits", "dense_pairs", "listed_pairs", "auto_neighbors", "SPARSE_MIN_ATOMS",
@@ -129,7 +129,7 @@ def with_images(s: Structure, cutoff: float, margin: float = IMAGE_MARGIN) -> St
         if s.images is None:
             raise StructureError(
                 "the cell is traced (inside jit/vmap/grad) and the structure has no static image count; "
-                "call model.prepare(structure) or jaxcert.neighbors.with_images(structure, cutoff) "
+                "call model.prepare(structure) or jaxcert.core.neighbors.with_images(structure, cutoff) "
                 "outside the transformation"
             )
         return s
@@ -137,7 +137,7 @@ def with_images(s: Structure, cutoff: float, margin: float = IMAGE_MARGIN) -> St
         if s.images is None:
             raise StructureError(
                 "the cutoff is traced and the structure has no static image count; call model.prepare(structure) "
-                "or jaxcert.neighbors.with_images(structure, cutoff) outside the transformation"
+                "or jaxcert.core.neighbors.with_images(structure, cutoff) outside the transformation"
             )
         return s
     need = image_counts(s.cell, s.pbc, float(cutoff), margin)
@@ -413,7 +413,7 @@ def _min_image_components(s: Structure, j: jax.Array) -> list[jax.Array]:
     The wrap is taken from the fractional coordinates held constant.  Computed one Cartesian component at a
     time and stacked last: XLA's CPU code on (n, m, 3) arrays with a minor axis of 3 (gathers of rows,
     (n·m, 3) × (3, 3) products) was 8× slower than on three (n, m) arrays (8,000 atoms, 24 slots).
-    Elsewhere (:func:`jaxcert._device.on_cpu` False) the rows are gathered and the wrap is one product.
+    Elsewhere (:func:`jaxcert.core.device.on_cpu` False) the rows are gathered and the wrap is one product.
     """
     if not on_cpu():
         return _min_image_rows(s, j)
@@ -716,6 +716,6 @@ def auto_neighbors(s: Structure, cutoff: float, min_atoms: int | None = None) ->
         return s
     return with_cell_list(s, cutoff)
 
-# the executable store and stored host values may rebuild these types (jaxcert/cache.py)
+# the executable store and stored host values may rebuild these types (jaxcert/core/cache.py)
 register_storable(CellListSpec, value=True)
 register_storable(NeighborState, node=True)

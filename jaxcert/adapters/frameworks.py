@@ -12,7 +12,7 @@ list, and keyword arguments that reach its displacement function.  jaxcert evalu
 an exact function of the Cartesian positions R and the cell h:
 
 * cells thinner than two cutoffs are tiled into a (2K+1)-fold supercell along each periodic
-  axis (K the structure's static image count, :func:`jaxcert.neighbors.with_images`), and
+  axis (K the structure's static image count, :func:`jaxcert.core.neighbors.with_images`), and
   E = E_supercell / copies, so jax-md's minimum image (valid while r_c is below half of every
   plane spacing) is never wrong; non-periodic axes of a slab or cluster are replaced by
   vacuum vectors longer than the extent of the atoms plus two cutoffs;
@@ -21,7 +21,7 @@ an exact function of the Cartesian positions R and the cell h:
   F·(y_j − y_i − n·h₀) = r_j − r_i − n·h exactly and stays differentiable in (R, h);
   jax-md's ``transform`` passes position tangents through in Cartesian units (its custom JVP),
   so the fractional input is fed as u₀ + (y − y₀) (value u₀ = y₀h₀⁻¹, tangent that of y);
-* a neighbour-list energy gets a list built by jaxcert (:func:`jaxcert.neighbors.pairs`, every
+* a neighbour-list energy gets a list built by jaxcert (:func:`jaxcert.core.neighbors.pairs`, every
   pair within the cutoff, padding atoms excluded) in the format it was written for, so the
   user's ``neighbor_fn.allocate``/``update`` and its capacity never limit the result.
 
@@ -31,7 +31,7 @@ against finite differences).
 
 **Graph modules** (``docs/adapters.md`` §2).  `build_graph` builds a :class:`Graph`
 (senders, receivers, edge vectors r_j + image − r_i within the cutoff, species, masks) from
-:func:`jaxcert.neighbors.pairs`; the module maps ``(params, graph)`` to per-node energies
+:func:`jaxcert.core.neighbors.pairs`; the module maps ``(params, graph)`` to per-node energies
 (summed over real atoms) or to the total energy.
 """
 
@@ -47,9 +47,10 @@ import jax.numpy as jnp
 import numpy as np
 from ase.data import atomic_numbers
 
-from jaxcert.geometry import inv3
-from jaxcert.neighbors import pairs, with_images
-from jaxcert.structure import MAX_Z, Structure, StructureError, UnsupportedStructure
+from jaxcert.core.geometry import inv3
+from jaxcert.core.model import Model
+from jaxcert.core.neighbors import pairs, with_images
+from jaxcert.core.structure import MAX_Z, Structure, StructureError, UnsupportedStructure
 
 __all__ = ["Graph", "build_graph", "species_table", "jax_md_energy", "graph_energy", "flax_apply", "mlip_energy",
            "SPACES"]
@@ -138,7 +139,7 @@ def build_graph(s: Structure, cutoff: float, species: Sequence[int | str] | None
           capacity: int | None = None) -> tuple[Graph, jax.Array]:
     """(graph, ok) of an unbatched, prepared structure: directed edges i ← j with |r_j + image − r_i| < cutoff.
 
-    Edges come from :func:`jaxcert.neighbors.pairs` (periodic images for small cells, the cell list for
+    Edges come from :func:`jaxcert.core.neighbors.pairs` (periodic images for small cells, the cell list for
     large ones); ``capacity`` keeps the nearest slots per atom, and ``ok`` is False if an atom has more
     neighbours than that (``docs/adapters.md`` §2).
     """
@@ -432,3 +433,65 @@ def mlip_energy(force_field: Any, capacity: int | None = None
         return E * _nan_unless(ok, E.dtype)
 
     return energy, cutoff, elements, type(network).__name__
+
+
+# ------------------------------------------------------------- Model constructors
+def from_jax_md(energy_fn: Callable[..., jax.Array], *, cutoff: float, space: str = "periodic_general",
+                fractional_coordinates: bool = True, neighbor_format: Any = None, params: Any = None,
+                species: Any = None, species_arg: str = "species", one_hot: bool = False,
+                capacity: int | None = None, name: str = "jax-md") -> Model:
+    """A jax-md energy function as a Model, exact in positions and cell (``docs/adapters.md`` §1).
+
+    ``energy_fn`` is what jax-md built, e.g. ``energy.lennard_jones_pair(displacement)`` on
+    ``space.periodic_general(box)`` or ``space.free()`` (``space="periodic_general"`` or ``"free"``), or the
+    energy of a neighbour-list pair (``neighbor_format=partition.Dense``, ``Sparse`` or ``OrderedSparse``, the
+    format its ``neighbor_fn`` was built with: jaxcert builds the list itself, every pair within ``cutoff``
+    Å, all periodic images, padding excluded).  With ``params`` the call is ``energy_fn(params, R, ...)``
+    (a jax-md NequIP) and the weights are the Model's parameter leaf.  ``species`` lists the elements in the
+    order of the species index, passed as ``species_arg`` (integers, or one-hot with ``one_hot``).
+    Identities tested (``tests/test_adapters_jax_md.py``): E, F = −∇E and σ = V⁻¹∂E/∂ε equal jaxcert's own
+    Stillinger–Weber to 1e-10 in float64; forces and stress agree with finite differences.
+    """
+    fn = jax_md_energy(energy_fn, cutoff, space=space, fractional_coordinates=fractional_coordinates,
+                                 neighbor_format=neighbor_format, species=species, species_arg=species_arg,
+                                 one_hot=one_hot, capacity=capacity, with_params=params is not None)
+    _, elements = species_table(species)
+    return Model(energy_fn=fn, params=params, name=name, cutoff=float(cutoff), elements=elements,
+               info=(("source", f"jax-md energy function ({space})"), ("adapter", "docs/adapters.md §1")))
+
+def from_graph_module(apply_fn: Callable[[Any, Any], jax.Array], params: Any, *, cutoff: float,
+                      species: Any = None, capacity: int | None = None, name: str = "graph-module") -> Model:
+    """A graph network ``apply_fn(params, graph) -> per-node energies (n,) or total`` as a Model.
+
+    jaxcert builds the :class:`jaxcert.Graph` (edges i ← j within ``cutoff`` Å from
+    :func:`jaxcert.core.neighbors.pairs`, all periodic images, padding masked) and sums the per-node output over
+    real atoms; ``params`` is the Model's parameter leaf, so ``jax.grad`` over the weights works
+    (``docs/adapters.md`` §2).  Identities tested (``tests/test_adapters_graph.py``): F = −∇E against
+    finite differences, rotation invariance of E at the float floor.
+    """
+    _, elements = species_table(species)
+    fn = graph_energy(apply_fn, float(cutoff), species, capacity)
+    return Model(energy_fn=fn, params=params, name=name, cutoff=float(cutoff), elements=elements,
+               info=(("source", "graph module"), ("adapter", "docs/adapters.md §2")))
+
+def from_flax(module: Any, params: Any = None, *, cutoff: float, species: Any = None,
+              capacity: int | None = None, name: str = "flax") -> Model:
+    """A Flax module taking a :class:`jaxcert.Graph`: linen with its ``variables`` (``module.apply``), or
+    an ``nnx`` module with ``params=None`` (its state becomes the parameter leaf); see
+    :meth:`from_graph_module` and ``docs/adapters.md`` §2."""
+    apply_fn, prm = flax_apply(module, params)
+    return from_graph_module(apply_fn, prm, cutoff=cutoff, species=species, capacity=capacity, name=name)
+
+def from_mlip(force_field: Any, *, capacity: int | None = None, name: str | None = None) -> Model:
+    """An InstaDeep ``mlip`` ``ForceField`` (NequIP, MACE, ViSNet, ...) as a Model (``docs/adapters.md`` §3).
+
+    jaxcert builds mlip's ``Graph`` from its own neighbour search, with the integer image shifts and the
+    cell mlip expects, so forces and stress are exact derivatives of mlip's energy; the force field's
+    ``params`` become the Model's parameter leaf and its ``allowed_atomic_numbers`` the supported
+    elements.  Models with a Coulomb term, a total-charge embedding, a long-range graph or an inference
+    context are refused.  Identities tested (``tests/test_adapters_mlip.py``): E, F and σ equal the
+    ForceField's own prediction on mlip's own graph (float64), for bulk, slab, cluster and padded input.
+    """
+    fn, cutoff, elements, net = mlip_energy(force_field, capacity)
+    return Model(energy_fn=fn, params=force_field.params, name=name or f"mlip-{net.lower()}", cutoff=cutoff,
+               elements=elements, info=(("source", f"mlip ForceField ({net})"), ("adapter", "docs/adapters.md §3")))

@@ -26,7 +26,7 @@ bond of conservativeness and smoothness (§2.6).
 :func:`lambda_structures` gives the ten structures of the λ = ‖J_anti‖/‖J‖
 benchmark of seed 002 (eight ASE molecules, cubic diamond, periodic graphene).
 
-Distances are in Å throughout; d_nn(el) is :func:`jaxcert.elements.d_nn`.
+Distances are in Å throughout; d_nn(el) is :func:`jaxcert.core.elements.d_nn`.
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from jaxcert.cache import stored
-from jaxcert.elements import covalent_diameter, d_nn, reference_crystal, symbol
-from jaxcert.inputs import InputError
-from jaxcert.structure import Structure, stack
+from jaxcert.core.cache import stored
+from jaxcert.core.elements import covalent_diameter, d_nn, reference_crystal, symbol
+from jaxcert.core.inputs import InputError
+from jaxcert.core.structure import Structure, stack
 
 __all__ = [
     "VACUUM", "RATTLE_STDEV", "RATTLE_SEED", "MIRROR_SWAP", "KINDS", "P2MM_TEMPLATE_NN", "LAMBDA_MOLECULES",
@@ -349,7 +349,7 @@ def make_structure(spec: Any, kind: str, dtype: Any = None) -> Structure:
 
 
 # ----------------------------------------------------------------------------- batching
-@stored  # a warm process reads the batch instead of building it (jaxcert.cache.stored)
+@stored  # a warm process reads the batch instead of building it (jaxcert.core.cache.stored)
 def stacked(kind: str, elements: Sequence[str | int], dtype: Any = None, **kw: Any) -> tuple[Structure, list[str]]:
     """One substrate kind for many elements as one batched Structure (leading axis = element).
 

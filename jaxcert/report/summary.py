@@ -1,24 +1,25 @@
 """Host-side summaries of probe results (NumPy only): score aggregation, standard errors, formatting, strict JSON.
 
 Shared by the report (:mod:`jaxcert.report`), its HTML page and the comparison board
-(:mod:`jaxcert.compare`), so that none of them needs the others (``docs/reports.md``).
+(:mod:`jaxcert.report.compare`), so that none of them needs the others (``docs/reports.md``).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from jaxcert.core.result import Status, to_jsonable
+
 __all__ = ["UNSUPPORTED", "NOT_RUN", "AGGREGATIONS", "combine_scores", "to_jsonable", "format_defect", "element_stderr",
            "combined_stderr"]
 
 #: Per-element status of an element the model has no parameters for (``certify(skip_unsupported=True)``).
-UNSUPPORTED = "unsupported"
+UNSUPPORTED = Status.UNSUPPORTED.value
 #: Per-element statuses that mean "not run": no score, no gate, excluded from aggregation.
-NOT_RUN = ("skipped", UNSUPPORTED)
+NOT_RUN = (Status.SKIPPED.value, UNSUPPORTED)
 
 #: Ways to combine probe scores into one overall score.
 AGGREGATIONS = ("arithmetic", "geometric", "harmonic")
@@ -37,48 +38,6 @@ def combine_scores(scores: Sequence[float], method: str = "geometric") -> float:
     if method == "geometric":
         return float(np.exp(np.mean(np.log(c))))
     return float(c.size / np.sum(1.0 / c))
-
-
-def to_jsonable(x: Any) -> Any:
-    """Recursively convert to strict-JSON types (non-finite → None)."""
-    if isinstance(x, dict):
-        return {str(k): to_jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [to_jsonable(v) for v in x]
-    if hasattr(x, "dtype") and hasattr(x, "shape") and not isinstance(x, np.ndarray):
-        try:  # jax arrays, including typed PRNG keys
-            x = np.asarray(x)
-        except TypeError:
-            return str(x)
-    if isinstance(x, np.ndarray):
-        return _array_to_json(x)
-    if isinstance(x, (np.bool_, bool)):
-        return bool(x)
-    if isinstance(x, (np.integer, int)):
-        return int(x)
-    if isinstance(x, (np.floating, float)):
-        f = float(x)
-        return f if math.isfinite(f) else None
-    if x is None or isinstance(x, str):
-        return x
-    return str(x)
-
-
-def _array_to_json(x: np.ndarray) -> Any:
-    """A numpy array as nested lists of JSON types, without a Python call per element for numbers."""
-    kind = x.dtype.kind
-    if kind in "biu":
-        return x.tolist()  # bool/int arrays: tolist gives Python bools and ints
-    if kind == "f":
-        finite = np.isfinite(x)
-        if finite.all():
-            return x.tolist()
-        obj = x.astype(object)
-        obj[~finite] = None
-        return obj.tolist()
-    if kind == "c":
-        return to_jsonable(x.tolist())
-    return [to_jsonable(v) for v in x.tolist()]
 
 
 def format_defect(defect: float | None, stderr: float | None = None) -> str:

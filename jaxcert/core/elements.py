@@ -15,7 +15,7 @@ import functools
 
 import numpy as np
 
-from jaxcert.cache import stored
+from jaxcert.core.cache import stored
 
 __all__ = ["symbol", "number", "reference_crystal", "d_nn", "E_COH", "cohesive_energy", "MAX_Z"]
 
@@ -78,7 +78,7 @@ def covalent_diameter(el: int | str, scale: float = 1.0) -> float:
 
 
 @functools.cache
-@stored  # a warm process reads it instead of importing ase.build (jaxcert.cache.stored)
+@stored  # a warm process reads it instead of importing ase.build (jaxcert.core.cache.stored)
 def _d_nn_unscaled(el: str) -> float:
     crystal = reference_crystal(el)
     if crystal is None:

@@ -17,7 +17,7 @@ both), both switched on by :func:`enable_compilation_cache` (the CLI does this):
   lowering anything. A model whose functions are all jaxcert's own (the registry models and their
   defect wrappers) is read by its code, nothing traced. Any other JAX model (a user's function, a Flax
   or Equinox module, an mlip force field, nequix) is keyed by what it computes at the program's shape
-  class (:mod:`jaxcert._model_key`: the jaxpr of its energy, forces, stress and their JVPs on one
+  class (:mod:`jaxcert.core._model_key`: the jaxpr of its energy, forces, stress and their JVPs on one
   abstract sample, every constant in it, its parameters by value, its static fields, the user's own code
   and the versions of the packages it calls), traced once per model and shape class in a process. A
   model with a host callback (the torch and ASE bridges) is not stored: the host code is invisible to
@@ -265,7 +265,7 @@ def fingerprint(obj: Any, at: tuple | None = None) -> str:
 
     An instance of a type registered with :func:`register_traced` (a :class:`~jaxcert.Model`) whose
     functions are not all jaxcert's is fingerprinted by tracing it at the program inputs ``at``
-    (:mod:`jaxcert._model_key`); without ``at``, or when that fails, it raises :class:`Unstorable`, as
+    (:mod:`jaxcert.core._model_key`); without ``at``, or when that fails, it raises :class:`Unstorable`, as
     does anything else (a function from another package, an arbitrary object).
     """
     h = hashlib.sha256()
@@ -751,7 +751,7 @@ class ExecutableStore:
         """Key of the program ``identity`` (a tuple of fingerprintable values) on inputs shaped like ``args``.
 
         A model in ``identity`` whose functions are not all jaxcert's is keyed by what it computes on inputs
-        of this shape class (:func:`register_traced`, :mod:`jaxcert._model_key`). None when some part cannot
+        of this shape class (:func:`register_traced`, :mod:`jaxcert.core._model_key`). None when some part cannot
         be fingerprinted (then the program is not stored).
         """
         import jax

@@ -30,7 +30,7 @@ hundred wide, so the loop costs nothing measurable next to compilation.
 
 Where: on CPU only.  The deadlock is XLA:CPU's; on a GPU (or any platform but CPU) the four functions
 are the plain batched ``jnp.linalg`` calls with JAX's own derivative rules, which cuSOLVER runs batched.
-The platform is the default device's at trace time (:func:`jaxcert._device.on_cpu`, which documents
+The platform is the default device's at trace time (:func:`jaxcert.core.device.on_cpu`, which documents
 the limit of that choice); both forms agree to round-off, derivatives included
 (tests/test_device_paths.py).
 """
@@ -44,7 +44,7 @@ import jax
 import jax.numpy as jnp
 from jax.custom_batching import sequential_vmap
 
-from jaxcert._device import on_cpu
+from jaxcert.core.device import on_cpu
 
 __all__ = ["eigh", "eigvalsh", "svdvals", "qr"]
 

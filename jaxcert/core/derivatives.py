@@ -45,11 +45,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert import batching
-from jaxcert.cache import register_storable
-from jaxcert.geometry import det3
-from jaxcert.model import Model, strain, voigt
-from jaxcert.structure import Structure
+from jaxcert.core import batching
+from jaxcert.core.cache import register_storable
+from jaxcert.core.geometry import det3
+from jaxcert.core.model import Model, strain, voigt
+from jaxcert.core.structure import Structure
 
 __all__ = [
     "Engine", "Exact", "FiniteDifference", "EXACT", "fd_step", "voigt_strain",
@@ -395,7 +395,7 @@ def _bond_scan_on_grid(model: Model, s: Structure, j: Any, u: jax.Array, grid: j
 
 
 EXACT = Exact()
-# engines travel as static data of stored programs' requests (jaxcert/cache.py)
+# engines travel as static data of stored programs' requests (jaxcert/core/cache.py)
 register_storable(Exact, value=True)
 register_storable(FiniteDifference, value=True)
 

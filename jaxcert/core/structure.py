@@ -12,7 +12,7 @@ as array leaves, and two static (hashable, non-traced) fields:
 
 * ``pbc`` a tuple of three bools,
 * ``images`` the number of periodic images per axis that the dense neighbour
-  construction enumerates (``None`` until :func:`jaxcert.neighbors.with_images`
+  construction enumerates (``None`` until :func:`jaxcert.core.neighbors.with_images`
   or :meth:`jaxcert.Model.prepare` sets it for a cutoff), and ``image_cutoff``,
   the cutoff (Å) the count was made for; inside ``jit`` every model output is
   NaN when a traced cell needs more images than that (never silently wrong).
@@ -38,8 +38,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert.cache import register_storable
-from jaxcert.geometry import det3
+from jaxcert.core.cache import register_storable
+from jaxcert.core.geometry import det3
 
 __all__ = ["Structure", "StructureError", "UnsupportedStructure", "stack", "unstack", "validate"]
 
@@ -57,10 +57,10 @@ class UnsupportedStructure(ValueError):
     """The model cannot evaluate this structure (e.g. an isolated atom or a pair for a graph network).
 
     Raised by host-side models (bridges) and, at trace time, by adapted models whose space cannot hold
-    the structure (:mod:`jaxcert._adapters`); the suite records the probe as skipped with this
+    the structure (:mod:`jaxcert.adapters.frameworks`); the suite records the probe as skipped with this
     reason.  Through ``jax.pure_callback`` it arrives as a runtime error whose message
-    contains the class name, which :func:`jaxcert.model.is_unsupported_structure` recognises.
-    Re-exported by :mod:`jaxcert.model`.
+    contains the class name, which :func:`jaxcert.core.model.is_unsupported_structure` recognises.
+    Re-exported by :mod:`jaxcert.core.model`.
     """
 
 
@@ -83,8 +83,8 @@ class Structure:
     pbc: tuple[bool, bool, bool] = (False, False, False)
     images: tuple[int, int, int] | None = None
     image_cutoff: float | None = None
-    neighbor_list: Any = None  # a jaxcert.neighbors.CellListSpec (static), or None for the dense path
-    neighbor_state: Any = None  # a jaxcert.neighbors.NeighborState (array leaves: the stored Verlet list) or None
+    neighbor_list: Any = None  # a jaxcert.core.neighbors.CellListSpec (static), or None for the dense path
+    neighbor_state: Any = None  # a jaxcert.core.neighbors.NeighborState (array leaves: the stored Verlet list) or None
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -378,5 +378,5 @@ def unstack(batch: Structure) -> list[Structure]:
     n = batch.positions.shape[0]
     return [jax.tree_util.tree_map(lambda x, i=i: x[i], batch) for i in range(n)]
 
-# the executable store and stored host values may rebuild these types (jaxcert/cache.py)
+# the executable store and stored host values may rebuild these types (jaxcert/core/cache.py)
 register_storable(Structure, value=True, node=True)

@@ -3,7 +3,7 @@ r"""Molecular dynamics in JAX: velocity-Verlet, ASE's Langevin + FixCom, and the
 Everything here is pure JAX (``lax.scan`` over steps), jit- and vmap-able over
 (key, substrate); randomness comes from the ``key`` only.  Units are ASE's: Å, eV,
 amu, K, with time steps given in fs (``timestep_fs``) and converted with
-:data:`jaxcert.units.FS`; velocities are in Å per ASE time unit, kinetic energy
+:data:`jaxcert.core.units.FS`; velocities are in Å per ASE time unit, kinetic energy
 ½ Σ m v² in eV.  Padding atoms (``mask == False``) get zero velocity and noise and
 never move.
 
@@ -35,7 +35,7 @@ Integrators (docs/probes.md §4.10 and §5):
 
 The shared trajectory (docs/probes.md §5), :func:`langevin_trajectory`:
 
-1. relax the substrate with :func:`jaxcert.relax.bfgs` (fmax 1e-3 eV/Å, 300 steps);
+1. relax the substrate with :func:`jaxcert.optim.relax.bfgs` (fmax 1e-3 eV/Å, 300 steps);
    the relaxed structure is the reference R^eq of virial and equipartition;
 2. draw seeded Maxwell–Boltzmann velocities at 30 K on it (:func:`maxwell_boltzmann`);
 3. run 400 warm-up Langevin steps (dt 1 fs, γ 0.05 fs⁻¹, 30 K, FixCom), not kept (they run in the
@@ -74,13 +74,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert import neighbors
-from jaxcert.cache import register_storable
-from jaxcert.model import Model
-from jaxcert.neighbors import NeighborState
-from jaxcert.relax import bfgs
-from jaxcert.structure import Structure
-from jaxcert.units import FS, KB_EV_PER_K
+from jaxcert.core import neighbors
+from jaxcert.core.cache import register_storable
+from jaxcert.core.model import Model
+from jaxcert.core.neighbors import NeighborState
+from jaxcert.core.structure import Structure
+from jaxcert.core.units import FS, KB_EV_PER_K
+from jaxcert.optim.relax import bfgs
 
 __all__ = [
     "LangevinConfig", "Trajectory", "VerletResult", "COM_MODES",
@@ -199,7 +199,7 @@ def velocity_verlet(model: Model, s: Structure, velocities: jax.Array, timestep_
 
     Works on momenta as ASE: p += ½dt F; r += dt p/m; F ← F(r); p += ½dt F.  The structure's Verlet list (large
     cells) is carried through the steps and rebuilt only when stale; on the host an overflowed list is enlarged
-    and the run repeated (:func:`jaxcert.neighbors.rerun_on_overflow`).
+    and the run repeated (:func:`jaxcert.core.neighbors.rerun_on_overflow`).
     """
     s = model.prepare(s)
     return neighbors.rerun_on_overflow(lambda t: (r := _VERLET(model, t, velocities, timestep_fs, n_steps),
@@ -411,7 +411,7 @@ def langevin_trajectory(model: Model, s: Structure, key: jax.Array, config: Lang
       n_steps: stored steps (1100); static.
 
     The Verlet list of a large cell is carried through the steps (rebuilt only when stale); on the host an
-    overflowed list is enlarged and the whole trajectory recomputed (:func:`jaxcert.neighbors.rerun_on_overflow`).
+    overflowed list is enlarged and the whole trajectory recomputed (:func:`jaxcert.core.neighbors.rerun_on_overflow`).
     """
     s = model.prepare(s)
     return neighbors.rerun_on_overflow(lambda t: _TRAJECTORY(model, t, key, config, n_steps), s,
@@ -542,10 +542,10 @@ def trajectory_details(traj: Trajectory, config, reused, traj_evals) -> dict:
 
 
 # Jitted (step counts and configs static), so a second host call reuses the compiled loop instead of tracing
-# fresh closures (the same fix as jaxcert.relax's host drivers).
+# fresh closures (the same fix as jaxcert.optim.relax's host drivers).
 _VERLET = jax.jit(_verlet, static_argnums=(4,))
 _TRAJECTORY = jax.jit(_trajectory, static_argnums=(3, 4))
 
-# the executable store and stored host values may rebuild these types (jaxcert/cache.py)
+# the executable store and stored host values may rebuild these types (jaxcert/core/cache.py)
 register_storable(LangevinConfig, value=True)
 register_storable(Trajectory, node=True)

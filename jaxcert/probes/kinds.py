@@ -13,16 +13,16 @@ kind           answer (per item)                                     why it exis
 ``tangent``    :class:`EFS` of d/dt at t = 0 of the outputs at         Hessian/force-Jacobian columns,
                positions R + t·dR (``wrt="positions"``) or at the       Hutchinson probes, strain
                deformed structure (I + t·dA) (``wrt="deformation"``;    derivatives (stress from the
-               :func:`jaxcert.model.strain`)                           energy, the Maxwell blocks)
-``relax``      :class:`jaxcert.relax.RelaxResult` (ASE BFGS)           probes measured at a minimum
-``langevin``   :class:`jaxcert.dynamics.Trajectory`                    the statistical-mechanics probes
-``verlet``     :class:`jaxcert.dynamics.VerletResult`                  time reversibility
+               :func:`jaxcert.core.model.strain`)                           energy, the Maxwell blocks)
+``relax``      :class:`jaxcert.optim.relax.RelaxResult` (ASE BFGS)           probes measured at a minimum
+``langevin``   :class:`jaxcert.optim.dynamics.Trajectory`                    the statistical-mechanics probes
+``verlet``     :class:`jaxcert.optim.dynamics.VerletResult`                  time reversibility
 =============  =====================================================  ==============================
 
 Stress is part of every ``evaluate``/``tangent`` answer exactly when the structure is periodic and the
 model has a stress (:meth:`jaxcert.Model.has_stress`), so one program per shape class serves every
-probe.  A ``tangent`` carries its derivative engine (:mod:`jaxcert.derivatives`): autodiff gives one
-exact JVP; :class:`~jaxcert.derivatives.FiniteDifference` the central stencil of the outputs with the
+probe.  A ``tangent`` carries its derivative engine (:mod:`jaxcert.core.derivatives`): autodiff gives one
+exact JVP; :class:`~jaxcert.core.derivatives.FiniteDifference` the central stencil of the outputs with the
 engine's step (along dR/‖dR‖ rescaled by ‖dR‖, or a step of ``h`` along dA).  A probe module may add a
 kind with :func:`register` (``cross_maxwell`` adds its position-and-cell relaxation).
 
@@ -39,13 +39,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert import batching, dynamics, relax
-from jaxcert.cache import register_storable
-from jaxcert.derivatives import _central
-from jaxcert.geometry import det3
-from jaxcert.model import Model, _sym, strain
-from jaxcert.model import _guard as guard
-from jaxcert.structure import Structure
+from jaxcert.core import batching
+from jaxcert.core.cache import register_storable
+from jaxcert.core.derivatives import _central
+from jaxcert.core.geometry import det3
+from jaxcert.core.model import Model, _sym, strain
+from jaxcert.core.model import _guard as guard
+from jaxcert.core.structure import Structure
+from jaxcert.optim import dynamics, relax
 
 __all__ = ["EFS", "Request", "KINDS", "register", "answer", "evaluate", "tangent", "relaxed", "langevin",
            "verlet", "items", "outputs", "Fresh", "CHUNKED"]
@@ -190,7 +191,7 @@ def tangent(s: Structure, d: jax.Array, engine: Any, wrt: str = "positions") -> 
 
 
 def relaxed(s: Structure, fmax: Any, max_steps: Any) -> Request:
-    """ASE-BFGS relaxation of the positions (:func:`jaxcert.relax.bfgs`); ``fmax`` eV/Å, ``max_steps``."""
+    """ASE-BFGS relaxation of the positions (:func:`jaxcert.optim.relax.bfgs`); ``fmax`` eV/Å, ``max_steps``."""
     nb = _batch_ndim(s)
     shape = s.positions.shape[:nb]
     dt = s.positions.dtype
@@ -199,12 +200,12 @@ def relaxed(s: Structure, fmax: Any, max_steps: Any) -> Request:
 
 
 def langevin(s: Structure, key: jax.Array, thermostat: Any, n_steps: int) -> Request:
-    """The Langevin trajectory of docs/probes.md §5 (:func:`jaxcert.dynamics.langevin_trajectory`)."""
+    """The Langevin trajectory of docs/probes.md §5 (:func:`jaxcert.optim.dynamics.langevin_trajectory`)."""
     return Request("langevin", (s, key), (("n_steps", int(n_steps)), ("thermostat", thermostat)), _batch_ndim(s))
 
 
 def verlet(s: Structure, velocities: jax.Array, timestep_fs: float, n_steps: int) -> Request:
-    """NVE velocity Verlet (:func:`jaxcert.dynamics.velocity_verlet`)."""
+    """NVE velocity Verlet (:func:`jaxcert.optim.dynamics.velocity_verlet`)."""
     return Request("verlet", (s, velocities), (("n_steps", int(n_steps)), ("timestep_fs", float(timestep_fs))),
                    _batch_ndim(s))
 
@@ -252,6 +253,6 @@ def answer(model: Model, requests: Any) -> Any:
     return jax.tree.map(lambda r: answer_one(model, r), requests, is_leaf=_is_request)
 
 
-# the executable store rebuilds the output trees of stage programs and kernels (jaxcert/cache.py)
+# the executable store rebuilds the output trees of stage programs and kernels (jaxcert/core/cache.py)
 for _cls in (Request, EFS, Fresh, relax.RelaxResult, dynamics.VerletResult):
     register_storable(_cls, node=True)

@@ -5,7 +5,7 @@ followed by the Equinox model's array leaves.  The installed ``nequix`` package 
 module and fills it (``nequix.model.load_model``); this module does no more than that with nequix's code
 and then evaluates the module's per-atom energy on a graph jaxcert builds itself:
 
-* edges i ← j for every pair within the cutoff, from :func:`jaxcert.neighbors.pairs` (every periodic
+* edges i ← j for every pair within the cutoff, from :func:`jaxcert.core.neighbors.pairs` (every periodic
   image, the cell list for large cells), compacted to ``capacity`` nearest slots per atom
   (:func:`jaxcert.build_graph`); the edge vector handed to Nequix is jaxcert's pair vector
   r_j + n·h − r_i, the quantity nequix computes as ``positions[sender] − positions[receiver] +
@@ -35,7 +35,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcert._adapters import graph_energy
+from jaxcert.adapters.frameworks import graph_energy
+from jaxcert.core.model import Model
 
 __all__ = ["DEFAULT_CAPACITY", "DEFAULT_MAX_BATCH", "CACHE_DIR", "NequixUnavailable", "load_nequix",
            "nequix_energy"]
@@ -127,7 +128,7 @@ def nequix_energy(module: Any, config: dict[str, Any], *, dtype: str | None = No
         parameters are stored in it; ``None``: the network follows the structure's dtype (the stored float32
         weights are cast to it inside the energy).  "float64" needs JAX's x64 mode.
       capacity: neighbour slots per atom (a static shape; more neighbours within the cutoff give NaN, never a
-        truncated sum); ``None`` keeps every candidate slot of :func:`jaxcert.neighbors.pairs`.
+        truncated sum); ``None`` keeps every candidate slot of :func:`jaxcert.core.neighbors.pairs`.
     """
     import equinox as eqx
 
@@ -160,3 +161,44 @@ def nequix_energy(module: Any, config: dict[str, Any], *, dtype: str | None = No
         return summed(prm, s).astype(out)
 
     return energy, params, cutoff, elements
+
+
+def from_nequix(path: str | Any, dtype: str | None = None, *,
+                capacity: int | None = DEFAULT_CAPACITY,
+                max_batch: int | None = DEFAULT_MAX_BATCH, name: str | None = None) -> Model:
+    """A Nequix checkpoint (``.nqx``, e.g. ``nequix-mp-1.nqx``) as a Model (``docs/adapters.md`` §4).
+
+    nequix's own loader builds the Equinox model; jaxcert evaluates its per-atom energies on its own
+    graph, handing it the exact pair vectors r_j + n·h − r_i (all periodic images), so forces and stress
+    are exact derivatives of Nequix's energy.  The Equinox model's float arrays are the parameter leaf
+    (``jax.grad`` over the weights works); elements and cutoff come from the checkpoint.
+
+    Args:
+      path: the checkpoint file (nequix keeps the ones it downloads in ``~/.cache/nequix/models``).
+      dtype: "float32" or "float64" to run the network in that precision whatever the structure's
+        dtype, or ``None`` to follow the structure's dtype.  "float64" needs JAX's x64 mode.
+      capacity: neighbour slots per atom within the 6 Å cutoff (default
+        :data:`jaxcert.adapters.nequix.DEFAULT_CAPACITY`; more give NaN, never a truncated sum); ``None`` keeps
+        every candidate slot.
+      max_batch: geometries evaluated at once (default :data:`jaxcert.adapters.nequix.DEFAULT_MAX_BATCH`; ``None``:
+        no limit).
+      name: report label (default ``nequix:<file stem>``, plus ``@dtype`` when given).
+
+    Raises:
+      FileNotFoundError: no file at ``path``.
+      jaxcert.adapters.nequix.NequixUnavailable: nequix, equinox, e3nn-jax or jraph is not installed.
+      ValueError: a bad ``dtype`` or ``capacity``, or "float64" without x64.
+    """
+    if dtype not in (None, "float32", "float64"):
+        raise ValueError(f"dtype must be 'float32', 'float64' or None, got {dtype!r}")
+    module, config = load_nequix(path)
+    fn, params, cutoff, elements = nequix_energy(module, config, dtype=dtype, capacity=capacity)
+    stem = Path(path).name.removesuffix(".nqx")
+    label = name or f"nequix:{stem}" + (f"@{dtype}" if dtype else "")
+    info = (("source", f"Nequix checkpoint {Path(path).expanduser()}"), ("adapter", "docs/adapters.md §4"),
+            ("capacity", str(capacity)), ("precision", dtype or "structure dtype"),
+            ("parameters", str(sum(int(x.size) for x in jax.tree.leaves(params)))))
+    return Model(energy_fn=fn, params=params, name=label, cutoff=cutoff, elements=elements, info=info,
+               max_batch=max_batch)
+
+# -------------------------------------------------------------- plumbing

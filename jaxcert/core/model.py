@@ -33,10 +33,9 @@ import jax.numpy as jnp
 import numpy as np
 from ase.data import chemical_symbols
 
-from jaxcert import _adapters, _nequix
-from jaxcert.geometry import det3, is_concrete
-from jaxcert.neighbors import DENSE, SPARSE_MIN_ATOMS, auto_neighbors, coverage, with_images
-from jaxcert.structure import Structure, StructureError, UnsupportedStructure
+from jaxcert.core.geometry import det3, is_concrete
+from jaxcert.core.neighbors import DENSE, SPARSE_MIN_ATOMS, auto_neighbors, coverage, with_images
+from jaxcert.core.structure import Structure, StructureError, UnsupportedStructure
 
 __all__ = ["Model", "StressUnavailable", "UnsupportedElement", "UnsupportedStructure", "strain", "voigt",
            "from_voigt"]
@@ -65,7 +64,7 @@ def model_free() -> Iterator[None]:
 def _refuse_in_stage(model: Any) -> None:
     if getattr(_MODEL_FREE, "on", False):
         raise ModelInStage(f"a probe stage called model {model.name!r}: a stage must ask for model quantities "
-                           "with requests (jaxcert.kinds), never call the model")
+                           "with requests (jaxcert.probes.kinds), never call the model")
 
 
 class StressUnavailable(ValueError):
@@ -127,7 +126,7 @@ class Model:
       stress_available: False for a model that cannot give a stress even for a periodic
         cell (e.g. an ASE calculator without "stress"); stress probes then skip.
       max_batch: how many geometries the model may evaluate at once (a memory budget for large
-        networks); batches beyond it run as chunked loops (:mod:`jaxcert.batching`).  ``None``
+        networks); batches beyond it run as chunked loops (:mod:`jaxcert.core.batching`).  ``None``
         (default): no limit, plain ``vmap``.
     """
 
@@ -142,113 +141,6 @@ class Model:
     stress_available: bool = True
     max_batch: int | None = None
 
-    # ------------------------------------------------------------- adapters
-    @classmethod
-    def from_jax_md(cls, energy_fn: Callable[..., jax.Array], *, cutoff: float, space: str = "periodic_general",
-                    fractional_coordinates: bool = True, neighbor_format: Any = None, params: Any = None,
-                    species: Any = None, species_arg: str = "species", one_hot: bool = False,
-                    capacity: int | None = None, name: str = "jax-md") -> Model:
-        """A jax-md energy function as a Model, exact in positions and cell (``docs/adapters.md`` §1).
-
-        ``energy_fn`` is what jax-md built, e.g. ``energy.lennard_jones_pair(displacement)`` on
-        ``space.periodic_general(box)`` or ``space.free()`` (``space="periodic_general"`` or ``"free"``), or the
-        energy of a neighbour-list pair (``neighbor_format=partition.Dense``, ``Sparse`` or ``OrderedSparse``, the
-        format its ``neighbor_fn`` was built with: jaxcert builds the list itself, every pair within ``cutoff``
-        Å, all periodic images, padding excluded).  With ``params`` the call is ``energy_fn(params, R, ...)``
-        (a jax-md NequIP) and the weights are the Model's parameter leaf.  ``species`` lists the elements in the
-        order of the species index, passed as ``species_arg`` (integers, or one-hot with ``one_hot``).
-        Identities tested (``tests/test_adapters_jax_md.py``): E, F = −∇E and σ = V⁻¹∂E/∂ε equal jaxcert's own
-        Stillinger–Weber to 1e-10 in float64; forces and stress agree with finite differences.
-        """
-        fn = _adapters.jax_md_energy(energy_fn, cutoff, space=space, fractional_coordinates=fractional_coordinates,
-                                     neighbor_format=neighbor_format, species=species, species_arg=species_arg,
-                                     one_hot=one_hot, capacity=capacity, with_params=params is not None)
-        _, elements = _adapters.species_table(species)
-        return cls(energy_fn=fn, params=params, name=name, cutoff=float(cutoff), elements=elements,
-                   info=(("source", f"jax-md energy function ({space})"), ("adapter", "docs/adapters.md §1")))
-
-    @classmethod
-    def from_graph_module(cls, apply_fn: Callable[[Any, Any], jax.Array], params: Any, *, cutoff: float,
-                          species: Any = None, capacity: int | None = None, name: str = "graph-module") -> Model:
-        """A graph network ``apply_fn(params, graph) -> per-node energies (n,) or total`` as a Model.
-
-        jaxcert builds the :class:`jaxcert.Graph` (edges i ← j within ``cutoff`` Å from
-        :func:`jaxcert.neighbors.pairs`, all periodic images, padding masked) and sums the per-node output over
-        real atoms; ``params`` is the Model's parameter leaf, so ``jax.grad`` over the weights works
-        (``docs/adapters.md`` §2).  Identities tested (``tests/test_adapters_graph.py``): F = −∇E against
-        finite differences, rotation invariance of E at the float floor.
-        """
-        _, elements = _adapters.species_table(species)
-        fn = _adapters.graph_energy(apply_fn, float(cutoff), species, capacity)
-        return cls(energy_fn=fn, params=params, name=name, cutoff=float(cutoff), elements=elements,
-                   info=(("source", "graph module"), ("adapter", "docs/adapters.md §2")))
-
-    @classmethod
-    def from_flax(cls, module: Any, params: Any = None, *, cutoff: float, species: Any = None,
-                  capacity: int | None = None, name: str = "flax") -> Model:
-        """A Flax module taking a :class:`jaxcert.Graph`: linen with its ``variables`` (``module.apply``), or
-        an ``nnx`` module with ``params=None`` (its state becomes the parameter leaf); see
-        :meth:`from_graph_module` and ``docs/adapters.md`` §2."""
-        apply_fn, prm = _adapters.flax_apply(module, params)
-        return cls.from_graph_module(apply_fn, prm, cutoff=cutoff, species=species, capacity=capacity, name=name)
-
-    @classmethod
-    def from_mlip(cls, force_field: Any, *, capacity: int | None = None, name: str | None = None) -> Model:
-        """An InstaDeep ``mlip`` ``ForceField`` (NequIP, MACE, ViSNet, ...) as a Model (``docs/adapters.md`` §3).
-
-        jaxcert builds mlip's ``Graph`` from its own neighbour search, with the integer image shifts and the
-        cell mlip expects, so forces and stress are exact derivatives of mlip's energy; the force field's
-        ``params`` become the Model's parameter leaf and its ``allowed_atomic_numbers`` the supported
-        elements.  Models with a Coulomb term, a total-charge embedding, a long-range graph or an inference
-        context are refused.  Identities tested (``tests/test_adapters_mlip.py``): E, F and σ equal the
-        ForceField's own prediction on mlip's own graph (float64), for bulk, slab, cluster and padded input.
-        """
-        fn, cutoff, elements, net = _adapters.mlip_energy(force_field, capacity)
-        return cls(energy_fn=fn, params=force_field.params, name=name or f"mlip-{net.lower()}", cutoff=cutoff,
-                   elements=elements, info=(("source", f"mlip ForceField ({net})"), ("adapter", "docs/adapters.md §3")))
-
-    @classmethod
-    def from_nequix(cls, path: str | Any, dtype: str | None = None, *,
-                    capacity: int | None = _nequix.DEFAULT_CAPACITY,
-                    max_batch: int | None = _nequix.DEFAULT_MAX_BATCH, name: str | None = None) -> Model:
-        """A Nequix checkpoint (``.nqx``, e.g. ``nequix-mp-1.nqx``) as a Model (``docs/adapters.md`` §4).
-
-        nequix's own loader builds the Equinox model; jaxcert evaluates its per-atom energies on its own
-        graph, handing it the exact pair vectors r_j + n·h − r_i (all periodic images), so forces and stress
-        are exact derivatives of Nequix's energy.  The Equinox model's float arrays are the parameter leaf
-        (``jax.grad`` over the weights works); elements and cutoff come from the checkpoint.
-
-        Args:
-          path: the checkpoint file (nequix keeps the ones it downloads in ``~/.cache/nequix/models``).
-          dtype: "float32" or "float64" to run the network in that precision whatever the structure's
-            dtype, or ``None`` to follow the structure's dtype.  "float64" needs JAX's x64 mode.
-          capacity: neighbour slots per atom within the 6 Å cutoff (default
-            :data:`jaxcert._nequix.DEFAULT_CAPACITY`; more give NaN, never a truncated sum); ``None`` keeps
-            every candidate slot.
-          max_batch: geometries evaluated at once (default :data:`jaxcert._nequix.DEFAULT_MAX_BATCH`; ``None``:
-            no limit).
-          name: report label (default ``nequix:<file stem>``, plus ``@dtype`` when given).
-
-        Raises:
-          FileNotFoundError: no file at ``path``.
-          jaxcert._nequix.NequixUnavailable: nequix, equinox, e3nn-jax or jraph is not installed.
-          ValueError: a bad ``dtype`` or ``capacity``, or "float64" without x64.
-        """
-        from pathlib import Path
-
-        if dtype not in (None, "float32", "float64"):
-            raise ValueError(f"dtype must be 'float32', 'float64' or None, got {dtype!r}")
-        module, config = _nequix.load_nequix(path)
-        fn, params, cutoff, elements = _nequix.nequix_energy(module, config, dtype=dtype, capacity=capacity)
-        stem = Path(path).name.removesuffix(".nqx")
-        label = name or f"nequix:{stem}" + (f"@{dtype}" if dtype else "")
-        info = (("source", f"Nequix checkpoint {Path(path).expanduser()}"), ("adapter", "docs/adapters.md §4"),
-                ("capacity", str(capacity)), ("precision", dtype or "structure dtype"),
-                ("parameters", str(sum(int(x.size) for x in jax.tree.leaves(params)))))
-        return cls(energy_fn=fn, params=params, name=label, cutoff=cutoff, elements=elements, info=info,
-                   max_batch=max_batch)
-
-    # -------------------------------------------------------------- plumbing
     def replace(self, **changes: Any) -> Model:
         return dataclasses.replace(self, **changes)
 
@@ -265,8 +157,8 @@ class Model:
         """Validate elements, set the static image count and choose the neighbour path for the model's cutoff.
 
         Call outside ``jit`` (the bound conveniences and every jaxcert probe do).  Structures of at least
-        :data:`jaxcert.neighbors.SPARSE_MIN_ATOMS` atom slots whose cell holds three search radii per periodic
-        axis get an O(N) cell list (:func:`jaxcert.neighbors.auto_neighbors`); ``neighbor_list=DENSE`` keeps
+        :data:`jaxcert.core.neighbors.SPARSE_MIN_ATOMS` atom slots whose cell holds three search radii per periodic
+        axis get an O(N) cell list (:func:`jaxcert.core.neighbors.auto_neighbors`); ``neighbor_list=DENSE`` keeps
         the dense path.  A no-op on traced structures that already carry ``images``.
         """
         if self.elements is not None and is_concrete(s.numbers):

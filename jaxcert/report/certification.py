@@ -17,7 +17,7 @@ the n elements that enter the mean (``null`` when one of them has none), and eac
 its own ``"defect_stderr"``; the table and the HTML print "defect ± stderr".
 
 Every non-finite float becomes ``null`` (``allow_nan=False``); arrays become lists.  The terminal
-table and the HTML page explain each probe in one sentence (``jaxcert/explain.py``; the list is in
+table and the HTML page explain each probe in one sentence (``jaxcert/report/explain.py``; the list is in
 ``docs/reports.md``).  Several reports side by side: ``jaxcert compare`` (``docs/compare.md``).
 """
 
@@ -28,10 +28,10 @@ import json
 import platform
 from typing import Any
 
-from jaxcert._html import render_report
-from jaxcert.explain import wrapped
-from jaxcert.report_schema import REPORT_SCHEMA
-from jaxcert.summary import (
+from jaxcert.report.explain import wrapped
+from jaxcert.report.html import render_report
+from jaxcert.report.schema import REPORT_SCHEMA
+from jaxcert.report.summary import (
     NOT_RUN,
     UNSUPPORTED,
     combine_scores,
@@ -41,10 +41,10 @@ from jaxcert.summary import (
     to_jsonable,
 )
 
-__all__ = ["Report", "to_jsonable", "SCHEMA", "package_versions", "machine", "format_defect", "combined_stderr",
+__all__ = ["Report", "to_jsonable", "SCHEMA", "package_versions", "format_defect", "combined_stderr",
            "probe_stderr"]
 
-SCHEMA = REPORT_SCHEMA  # the reader checks files against the same name (jaxcert/report_schema.py)
+SCHEMA = REPORT_SCHEMA  # the reader checks files against the same name (jaxcert/report/schema.py)
 
 
 def probe_stderr(outcome: Any) -> tuple[float | None, list[float | None]] | None:
@@ -67,34 +67,6 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def machine() -> dict[str, Any]:
-    """Machine description for reports and benchmark JSON."""
-    import os
-
-    import jax
-
-    info = {
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "jax_backend": jax.default_backend(),
-        "jax_devices": [str(d) for d in jax.devices()],
-    }
-    try:
-        info["load_average_1_5_15min"] = list(os.getloadavg())
-    except OSError:
-        pass
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    info["cpu_model"] = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return info
-
-
 @dataclasses.dataclass
 class Report:
     """Result of :func:`jaxcert.certify` (see the module docstring for the JSON form)."""
@@ -107,14 +79,16 @@ class Report:
     outcomes: list[Any]
     wall_s: float
     versions: dict[str, str] = dataclasses.field(default_factory=package_versions)
+    machine: dict[str, Any] = dataclasses.field(default_factory=dict)  # jaxcert.core.device.machine()
 
     @classmethod
-    def from_outcomes(cls, model, elements, seed, dtype, agg, outcomes, wall_s) -> Report:
+    def from_outcomes(cls, model, elements, seed, dtype, agg, outcomes, wall_s,
+                      machine: dict[str, Any] | None = None) -> Report:
         info = {"name": model.name, "cutoff": model.cutoff if not callable(model.cutoff) else "per composition",
                 "conservative_forces": model.conservative_forces, "stress_head": model.stress_fn is not None}
         info.update(dict(model.info))
         return cls(model=info, elements=list(elements), seed=seed, dtype=dtype, agg=agg, outcomes=list(outcomes),
-                   wall_s=wall_s)
+                   wall_s=wall_s, machine=dict(machine or {}))
 
     # ---------------------------------------------------------------- numbers
     def probe(self, name: str) -> dict[str, Any]:
@@ -182,7 +156,7 @@ class Report:
             })
         return to_jsonable({
             "schema": SCHEMA, "model": self.model, "elements": self.elements, "seed": self.seed,
-            "dtype": self.dtype, "versions": self.versions, "machine": machine(), "wall_time_s": self.wall_s,
+            "dtype": self.dtype, "versions": self.versions, "machine": self.machine, "wall_time_s": self.wall_s,
             "probes": probes, "aggregate": self.aggregate(),
         })
 
@@ -196,7 +170,7 @@ class Report:
     # ------------------------------------------------------------------ table
     def table(self, width: int = 110) -> str:
         """Terminal table: Probe | Target | Defect | Score | Evals | Gate (docs/probes.md §6.6), then one line per
-        probe saying what it tests and what a failure means (``jaxcert/explain.py``), wrapped at ``width``.
+        probe saying what it tests and what a failure means (``jaxcert/report/explain.py``), wrapped at ``width``.
 
         The defect reads "defect ± stderr" for a probe that reports a standard error.
         """

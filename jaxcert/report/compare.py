@@ -11,10 +11,10 @@ the probe's score (the mean over elements), its gate, defect (± stderr where th
 one), evaluations and status, and the per-element values behind them; a λ cell holds λ for one
 structure and, where the λ JSON carries a gate, its verdict.
 
-What is refused (an :class:`~jaxcert.inputs.InputError` naming the files and the difference):
+What is refused (an :class:`~jaxcert.core.inputs.InputError` naming the files and the difference):
 
 * a missing file, a file that is not JSON (or too large or too deeply nested), a JSON without a known
-  ``schema``, a field of the wrong type or out of range (:mod:`jaxcert.report_schema`: the message names
+  ``schema``, a field of the wrong type or out of range (:mod:`jaxcert.report.schema`: the message names
   the file and the field, e.g. ``r.json: probes[0].score: got nan; allowed: ...``);
 * a partial report (``"complete": false``, written by an interrupted run);
 * reports of both kinds at once;
@@ -41,12 +41,12 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from jaxcert import report_schema
-from jaxcert._html import score_colour
-from jaxcert.explain import EXPLANATIONS, explain, short_name, wrapped
-from jaxcert.inputs import InputError, integer
-from jaxcert.report_schema import LAMBDA_SCHEMA, REPORT_SCHEMA, STRUCTURE_PROBES
-from jaxcert.summary import NOT_RUN, combine_scores, combined_stderr, element_stderr, format_defect, to_jsonable
+from jaxcert.core.inputs import InputError, integer
+from jaxcert.report import schema as report_schema
+from jaxcert.report.explain import EXPLANATIONS, explain, short_name, wrapped
+from jaxcert.report.html import score_colour
+from jaxcert.report.schema import LAMBDA_SCHEMA, REPORT_SCHEMA, STRUCTURE_PROBES
+from jaxcert.report.summary import NOT_RUN, combine_scores, combined_stderr, element_stderr, format_defect, to_jsonable
 
 __all__ = [
     "BOARD_SCHEMA", "REPORT_SCHEMA", "LAMBDA_SCHEMA", "ALIGN_MODES", "Source", "load", "build_board",
@@ -95,7 +95,7 @@ class Source:
 
 def load(path: str | os.PathLike) -> Source:
     """Read and check one report JSON file (see the module docstring for what is refused; every field the board
-    reads is checked by :func:`jaxcert.report_schema.load`)."""
+    reads is checked by :func:`jaxcert.report.schema.load`)."""
     p = os.fspath(path)
     kind, data = report_schema.load(p)
     if data.get("complete") is False:

@@ -1,12 +1,12 @@
 """Reading a report file back: the one schema check of what ``jaxcert compare`` and ``certify --resume`` read.
 
 jaxcert writes two kinds of report JSON: the certification report (``jaxcert-report/1``,
-:meth:`jaxcert.report.Report.to_dict`, plus ``complete`` and ``probe_configs`` from
+:meth:`jaxcert.report.certification.Report.to_dict`, plus ``complete`` and ``probe_configs`` from
 :func:`jaxcert.checkpoint.write_report`) and the λ report (``jaxcert-lambda/1``,
 :meth:`jaxcert.LambdaResult.to_dict`).  Both are strict JSON (``allow_nan=False``: a non-finite
 number is written as ``null``).  :func:`load` reads such a file and checks every field that the
 readers use, so that a hand-edited, truncated or hostile file is refused with one
-:class:`~jaxcert.inputs.InputError` naming the file, the field and what is allowed::
+:class:`~jaxcert.core.inputs.InputError` naming the file, the field and what is allowed::
 
     --resume: r.json: probes[3].per_element.C: missing; allowed: an object with the element's result
     r.json: probes[0].score: got nan; allowed: a finite number or null (jaxcert writes no NaN or Infinity)
@@ -44,8 +44,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from jaxcert.inputs import InputError
-from jaxcert.summary import AGGREGATIONS, UNSUPPORTED
+from jaxcert.core.inputs import InputError
+from jaxcert.report.summary import AGGREGATIONS, UNSUPPORTED
 
 __all__ = [
     "REPORT_SCHEMA", "LAMBDA_SCHEMA", "KINDS", "MAX_BYTES", "MAX_DEPTH", "PROBE_STATUSES", "ELEMENT_STATUSES",

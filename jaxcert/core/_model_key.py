@@ -1,6 +1,6 @@
-"""What a model computes, as a digest: the executable store's key for any JAX model (:mod:`jaxcert.cache`).
+"""What a model computes, as a digest: the executable store's key for any JAX model (:mod:`jaxcert.core.cache`).
 
-:func:`jaxcert.cache.fingerprint` reads a :class:`~jaxcert.Model` whose functions are all jaxcert's by
+:func:`jaxcert.core.cache.fingerprint` reads a :class:`~jaxcert.Model` whose functions are all jaxcert's by
 their code (the registry models and their defect wrappers; fast, nothing traced). Any other model (a
 user's function, a Flax or Equinox module through :meth:`~jaxcert.Model.from_flax` or
 :meth:`~jaxcert.Model.from_nequix`, an mlip force field, a defect wrapper around one of these) is keyed
@@ -16,7 +16,7 @@ here by :func:`traced_fingerprint`, on what it computes at the program's shape c
   every nesting level, and every literal);
 * **the parameters by value** (their tree structure and every leaf's dtype, shape and bytes; they are
   baked into the program) and **the static fields** (name, cutoff, elements, info, max_batch, ...) by
-  :func:`jaxcert.cache.fingerprint` (a cutoff that is a user's function is :class:`Unstorable`);
+  :func:`jaxcert.core.cache.fingerprint` (a cutoff that is a user's function is :class:`Unstorable`);
 * **the code of the user's own functions** reachable from the model's functions (bytecode, constants,
   defaults, closed-over values, the globals they name, methods of their own classes), so an edit in a
   branch that the sample's shape does not take (a probe also calls the model on clusters and dimers)
@@ -51,10 +51,10 @@ import jax.extend.core as jex
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert import cache
-from jaxcert.cache import Unstorable
-from jaxcert.model import Model, strain
-from jaxcert.structure import Structure
+from jaxcert.core import cache
+from jaxcert.core.cache import Unstorable
+from jaxcert.core.model import Model, strain
+from jaxcert.core.structure import Structure
 
 __all__ = ["traced_fingerprint"]
 
@@ -342,4 +342,11 @@ def _code_digest(model: Model) -> str:
     return h.hexdigest()
 
 
-cache.register_traced(Model, traced_fingerprint)
+
+def register() -> None:
+    """Key any :class:`Model` by what it computes in the executable store (idempotent); the suite calls it
+    when it is imported, so every certify run can store and load a user's model."""
+    cache.register_traced(Model, traced_fingerprint)
+
+
+register()

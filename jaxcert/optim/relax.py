@@ -27,10 +27,10 @@ Padding atoms have zero force and never move.  Every optimiser calls the
 model's forces only (no energy), so direct-force models relax too.
 
 Neighbour lists: each loop carries the structure's Verlet list in its state and
-refreshes it once per step (:func:`jaxcert.neighbors.update`).  Called on the host
+refreshes it once per step (:func:`jaxcert.core.neighbors.update`).  Called on the host
 (a concrete structure, not under ``jit``/``vmap``), a relaxation whose list
-overflowed is run again with a larger list (:func:`jaxcert.neighbors.rerun_on_overflow`,
-with a :class:`~jaxcert.neighbors.NeighborListOverflow` warning); inside a
+overflowed is run again with a larger list (:func:`jaxcert.core.neighbors.rerun_on_overflow`,
+with a :class:`~jaxcert.core.neighbors.NeighborListOverflow` warning); inside a
 transformation the overflow shows as ``converged`` False, NaN ``fmax`` and
 ``structure.neighbor_state.ok`` False, for the caller to answer.
 
@@ -52,11 +52,11 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxcert import batching, linalg, neighbors
-from jaxcert.geometry import det3, inv3, is_concrete
-from jaxcert.model import Model, strain
-from jaxcert.neighbors import with_images
-from jaxcert.structure import Structure
+from jaxcert.core import batching, linalg, neighbors
+from jaxcert.core.geometry import det3, inv3, is_concrete
+from jaxcert.core.model import Model, strain
+from jaxcert.core.neighbors import with_images
+from jaxcert.core.structure import Structure
 
 __all__ = ["RelaxResult", "CellRelaxResult", "Fire", "FireState", "bfgs", "fire", "fire_optimizer", "lbfgs",
            "relax_cell", "relax_batch", "with_fixed_atoms", "RELAXERS", "BFGS_MAX_ATOMS"]
@@ -543,13 +543,13 @@ def relax_batch(model: Model, batch: Structure, *, fmax: Any, max_steps: Any, op
       optimizer: a key of :data:`RELAXERS`: ``"fire"``, ``"lbfgs"``, ``"bfgs"`` (fixed cell) or ``"cell"``
         (:func:`relax_cell`, positions and cell).
       movable: optional (B, N) 0/1 per structure and atom: atoms at 0 are held fixed (:func:`with_fixed_atoms`).
-      max_batch: chunk the batch to at most this many structures at once (:func:`jaxcert.batching.vmap`;
+      max_batch: chunk the batch to at most this many structures at once (:func:`jaxcert.core.batching.vmap`;
         ``None`` = one plain ``jax.vmap``).
       options: further keywords of the relaxer (e.g. ``smax`` of :func:`relax_cell`).
 
     Returns:
       The relaxer's result (:class:`RelaxResult` or :class:`CellRelaxResult`) with the batch axis leading.
-      Pure and jittable; on the host, wrap it in :func:`jaxcert.neighbors.rerun_on_overflow` to answer an
+      Pure and jittable; on the host, wrap it in :func:`jaxcert.core.neighbors.rerun_on_overflow` to answer an
       overflowed neighbour list (as :func:`jaxcert.attacks.pipeline.relax_batch` does).
     """
     relaxer = RELAXERS[optimizer]

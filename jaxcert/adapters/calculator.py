@@ -14,8 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 from ase.calculators.calculator import Calculator, PropertyNotImplementedError, all_changes
 
-from jaxcert.model import Model
-from jaxcert.structure import Structure
+from jaxcert.core.model import Model
+from jaxcert.core.structure import Structure
 
 __all__ = ["ModelCalculator", "to_ase_calculator"]
 

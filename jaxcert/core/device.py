@@ -1,8 +1,8 @@
 """Which platform jaxcert's programs are traced for: the switch for its CPU-only workarounds.
 
-A few code paths exist only because of XLA:CPU: :mod:`jaxcert.linalg` calls LAPACK one matrix at a
+A few code paths exist only because of XLA:CPU: :mod:`jaxcert.core.linalg` calls LAPACK one matrix at a
 time (jaxlib 0.10's batched CPU kernels can deadlock XLA's intra-op pool), and
-:mod:`jaxcert.neighbors` gathers single columns with ``mode="clip"`` and writes (n, 3) × (3, 3)
+:mod:`jaxcert.core.neighbors` gathers single columns with ``mode="clip"`` and writes (n, 3) × (3, 3)
 products out elementwise (XLA's CPU code is several times slower on the natural forms).  On any
 other platform the plain forms are used: batched ``jnp.linalg`` with JAX's own derivative rules,
 ``x[idx]`` row gathers and ``@`` (docs/architecture.md §4.3 "On a GPU").
@@ -24,9 +24,13 @@ into a ``cond`` and changes the CPU programs; jaxcert keeps its CPU programs as 
 
 from __future__ import annotations
 
+import os
+import platform as _platform
+from typing import Any
+
 import jax
 
-__all__ = ["platform", "on_cpu"]
+__all__ = ["platform", "on_cpu", "machine"]
 
 
 def platform() -> str:
@@ -40,3 +44,27 @@ def platform() -> str:
 def on_cpu() -> bool:
     """True when programs traced now are for XLA:CPU (the CPU-only workarounds apply)."""
     return platform() == "cpu"
+
+
+def machine() -> dict[str, Any]:
+    """Machine description for reports and benchmark JSON."""
+    info = {
+        "platform": _platform.platform(),
+        "processor": _platform.processor() or _platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "jax_backend": jax.default_backend(),
+        "jax_devices": [str(d) for d in jax.devices()],
+    }
+    try:
+        info["load_average_1_5_15min"] = list(os.getloadavg())
+    except OSError:
+        pass
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    info["cpu_model"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return info
