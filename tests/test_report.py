@@ -70,8 +70,18 @@ def test_every_probe_has_one_sentence():
     assert explain.explain("no_such_probe") is None and explain.short_name("no_such_probe") == "no_such_probe"
 
 
-def test_table_explains_each_probe_row(report):
+def test_table_has_a_legend_counts_gates_honestly_and_explains_only_on_request(report):
     text = report.table(width=100)
+    assert "Target:" in text and "Gate: PASS/FAIL" in text and "--explain" in text
+    assert "what each probe tests (identity" not in text  # the sentences only on request
+    agg = report.aggregate()
+    assert (f"gates {agg['gates_passed']}/{agg['gates_total']} passed ({agg['gates_total']} of "
+            f"{len(report.outcomes)} probes are gated)") in " ".join(text.splitlines())
+    assert max(len(line) for line in text.splitlines() if not line.startswith("|")) <= 100
+
+
+def test_table_explains_each_probe_row(report):
+    text = report.table(width=100, explain=True)
     table, _, below = text.partition("what each probe tests")
     for o in report.outcomes:
         assert re.search(rf"^\| {o.name}\s+\|", table, re.M), o.name

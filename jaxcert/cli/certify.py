@@ -55,7 +55,7 @@ def cmd_certify(a: argparse.Namespace) -> int:
     finally:
         if progress is not None:
             progress.close()
-    print(report.table())
+    print(report.table(explain=a.explain))
     if a.json:
         write_report(report, a.json, complete=True)
         print(f"wrote {a.json}")
@@ -112,6 +112,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--seed", default="0", help="run seed, an integer in [0, 2^31-1] (default 0)")
     c.add_argument("--agg", default="geometric", choices=["arithmetic", "geometric", "harmonic"])
     c.add_argument("--html", help="write a self-contained HTML report with plots")
+    c.add_argument("--explain", action="store_true",
+                   help="after the table, say for each probe what it tests and what a failure means")
     c.add_argument("--quiet", action="store_true", help="no progress display")
     c.add_argument("--skip-unsupported", action="store_true",
                    help="record elements the model has no parameters for as skipped (default: exit 2)")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import platform
+import textwrap
 from typing import Any
 
 from jaxcert.report.explain import wrapped
@@ -43,6 +44,13 @@ from jaxcert.report.summary import (
 
 __all__ = ["Report", "to_jsonable", "SCHEMA", "package_versions", "format_defect", "combined_stderr",
            "probe_stderr"]
+
+#: the line under the terminal table that says what its columns and symbols mean (docs/reports.md)
+LEGEND = ("Target: the defect of an exact model (0: an identity that must hold exactly; 1: a ratio that is 1 in "
+          "equilibrium) · Defect: the probe's distance from it (± standard error of a statistical estimate) · "
+          "Score: 1 perfect … 0 broken · Evals: model evaluations this probe paid for (0: it reused the shared "
+          "trajectory) · Gate: PASS/FAIL against the probe's threshold; blank: no gate, scored only · "
+          "skip: does not apply (reason below)")
 
 SCHEMA = REPORT_SCHEMA  # the reader checks files against the same name (jaxcert/report/schema.py)
 
@@ -168,11 +176,15 @@ class Report:
         return text
 
     # ------------------------------------------------------------------ table
-    def table(self, width: int = 110) -> str:
-        """Terminal table: Probe | Target | Defect | Score | Evals | Gate (docs/probes.md §6.6), then one line per
-        probe saying what it tests and what a failure means (``jaxcert/report/explain.py``), wrapped at ``width``.
+    def table(self, width: int = 110, explain: bool = False) -> str:
+        """Terminal table: Probe | Target | Defect | Score | Evals | Gate (docs/probes.md §6.6), a legend line
+        saying what the columns and symbols mean (docs/reports.md, "Reading the table"), the summary line, and
+        with ``explain`` one sentence per probe saying what it tests and what a failure means
+        (``jaxcert/report/explain.py``), wrapped at ``width``; without it, one line saying how to get them.
 
-        The defect reads "defect ± stderr" for a probe that reports a standard error.
+        The defect reads "defect ± stderr" for a probe that reports a standard error.  The summary counts the
+        gates honestly: "gates 10/10 passed (10 of 14 probes are gated)" — the statistical probes have no gate
+        and are scored only (docs/probes.md §3).
         """
         rows = [("Probe", "Target", "Defect", "Score", "Evals", "Gate")]
         for o in self.outcomes:
@@ -195,11 +207,12 @@ class Report:
             if k == 0:
                 lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
         a = self.aggregate()
+        lines += textwrap.wrap(LEGEND, width=width)
         lines.append("")
-        lines.append(
-            f"overall {a['overall']:.4f} ({a['method']}) · gates {a['gates_passed']}/{a['gates_total']} · "
-            f"{a['n_evals']} model evaluations · {self.wall_s:.1f} s"
-        )
+        lines += textwrap.wrap(
+            f"overall {a['overall']:.4f} ({a['method']}) · gates {a['gates_passed']}/{a['gates_total']} passed "
+            f"({a['gates_total']} of {len(self.outcomes)} probes are gated) · "
+            f"{a['n_evals']} model evaluations · {self.wall_s:.1f} s", width=width)
         if "host_evaluations" in a:
             h = a["host_evaluations"]
             lines.append(f"host model: {h['model_evaluations']} geometry evaluations in {h.get('calls', 0)} calls, "
@@ -221,6 +234,10 @@ class Report:
             for k, el in enumerate(o.elements):
                 for text in (o.details[k].get("model_notes", ()) if isinstance(o.details[k], dict) else ()):
                     lines.append(f"  {o.name} [{el}] model note: {text}")
+        if not explain:
+            lines.append("what each probe tests and what a failure means: --explain, the HTML report, or "
+                         "docs/reports.md")
+            return "\n".join(lines)
         why = wrapped([o.name for o in self.outcomes], width=width,
                       title="what each probe tests (identity; what a failure means):")
         if why:
