@@ -2,9 +2,16 @@
 
 On a terminal the display is a rich progress bar redrawn in place; otherwise (CI logs,
 pipes) one plain line per step, so logs stay readable.  Each step carries a weight, its
-expected share of the run, and the estimate is elapsed / done-weight × remaining-weight:
-an estimate, not a promise (a cold run is dominated by compilation, which the weights
-only approximate).
+expected share of the run.  The estimate of what remains is computed from what remains:
+
+    left = r × (weight of the steps not started) + max(0, r × w_current − time in the current step)
+
+with r the seconds per unit weight of the steps finished in this process (their total time over
+their total weight: a cumulative rate, so one fast or slow step moves it little).  It counts down
+while a step runs instead of freezing, never goes back to "unknown" once known, and is an
+estimate, not a promise: a cold run is dominated by compilation, which the weights only
+approximate.  The suite reports the phase of the current step (:meth:`StepProgress.phase`:
+"compiling" while it waits for the step's programs, then "running"), and the display shows it.
 """
 
 from __future__ import annotations
@@ -57,7 +64,10 @@ class StepProgress:
         self.finished = {n for n in done if n in self.weights}
         self.t0 = time.perf_counter()
         self.current: str | None = None
+        self.current_phase = ""
+        self._t_step = self.t0  # when the current step started
         self._timed: set[str] = set()  # steps finished in this process (what the rate is measured on)
+        self._timed_s = 0.0  # their total time
         self._rich: Any = None
         self._task: Any = None
         if getattr(self.stream, "isatty", lambda: False)():
@@ -65,14 +75,21 @@ class StepProgress:
             from rich.progress import (
                 BarColumn,
                 Progress,
+                ProgressColumn,
                 TextColumn,
                 TimeElapsedColumn,
-                TimeRemainingColumn,
             )
+            from rich.text import Text
+
+            owner = self
+
+            class Left(ProgressColumn):  # re-rendered at every refresh: the estimate counts down live
+                def render(self, task: Any) -> Text:
+                    s = owner.remaining_s()
+                    return Text("estimating…" if s is None else f"about {format_seconds(s)} left")
 
             self._rich = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[steps]}"),
-                                  TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
-                                  console=Console(file=self.stream), transient=False)
+                                  TimeElapsedColumn(), Left(), console=Console(file=self.stream), transient=False)
             self._rich.start()
             self._task = self._rich.add_task(label, total=self.total, completed=self._done_weight(),
                                              steps=self._steps())
@@ -84,17 +101,37 @@ class StepProgress:
         return f"{len(self.finished)}/{len(self.names)}"
 
     def remaining_s(self) -> float | None:
-        """Estimated seconds left (None before the first step of this process finishes)."""
-        done = sum(self.weights[n] for n in self.finished if n in self._timed)
+        """Estimated seconds left (None until the first step of this process finishes); see the module
+        docstring for the formula."""
+        done = sum(self.weights[n] for n in self._timed)
         if done <= 0:
             return None
-        left = self.total - self._done_weight()
-        return (time.perf_counter() - self.t0) / done * left
+        rate = self._timed_s / done
+        cur = self.weights.get(self.current, 0.0) if self.current is not None else 0.0
+        not_started = self.total - self._done_weight() - cur
+        in_step = time.perf_counter() - self._t_step
+        return rate * max(0.0, not_started) + max(0.0, rate * cur - in_step)
+
+    def phase(self, what: str) -> None:
+        """The current step's phase ("compiling", "running"): shown in the display (a plain line off a
+        terminal when the phase is "compiling", so a log never sits silent while programs compile)."""
+        self.current_phase = what
+        if self.current is None:
+            return
+        if self._rich is not None:
+            self._rich.update(self._task, description=f"{self.label} · {what} {self.current}".strip(" ·"))
+        elif what == "compiling":
+            print(f"      compiling {self.current} · elapsed {format_seconds(time.perf_counter() - self.t0)}",
+                  file=self.stream, flush=True)
 
     def __call__(self, name: str, idx: int, total: int, last: float) -> None:
+        now = time.perf_counter()
         if self.current is not None and self.current in self.weights:
             self.finished.add(self.current)
             self._timed.add(self.current)
+            self._timed_s += now - self._t_step
+        self._t_step = now
+        self.current_phase = ""
         if name == "done":
             self.close()
             return

@@ -142,3 +142,26 @@ def test_progress_on_a_terminal_uses_rich():
 def test_format_seconds():
     assert format_seconds(4.2) == "4 s" and format_seconds(185) == "3 min 05 s"
     assert format_seconds(3720) == "1 h 02 min"
+
+
+def test_progress_estimate_counts_down_within_a_step_and_shows_the_phase(monkeypatch):
+    """The estimate comes from what remains: it falls while a step runs (never frozen), stays known once
+    known, and the plain display names the compiling phase (jaxcert/progress.py)."""
+    import jaxcert.progress as progress_module
+
+    clock = [100.0]
+    monkeypatch.setattr(progress_module.time, "perf_counter", lambda: clock[0])
+    out = io.StringIO()
+    p = StepProgress(["a", "b", "c"], {"a": 1.0, "b": 1.0, "c": 2.0}, label="certify", stream=out)
+    p("a", 0, 3, 0.0)
+    clock[0] += 10.0  # step a took 10 s for weight 1: 10 s per unit
+    p("b", 1, 3, 10.0)
+    assert p.remaining_s() == 30.0  # b (1 unit) + c (2 units)
+    clock[0] += 4.0
+    assert p.remaining_s() == 26.0  # counting down inside b
+    clock[0] += 20.0  # b overruns its share: the estimate stays at c's share, it does not go negative
+    assert p.remaining_s() == 20.0
+    p("c", 2, 3, 24.0)
+    p.phase("compiling")
+    assert "compiling c" in out.getvalue().splitlines()[-1]
+    assert p.remaining_s() is not None and p.remaining_s() > 0

@@ -300,7 +300,12 @@ def certify(
         before = dict(counter) if counter is not None else {}
         notes_before = {k: dict(v) for k, v in notes.items()} if notes is not None else {}
         try:
+            phase = getattr(progress, "phase", None)  # an optional display hook (jaxcert.progress.StepProgress)
+            if phase is not None and ahead.pending(name):
+                phase("compiling")
             ahead.wait(name)  # its program was traced and compiled ahead (or failed there: then again here)
+            if phase is not None:
+                phase("running")
             try:
                 if spec.structures is not None:  # named structures, not one substrate per element
                     outcome = run_on_structures(model, name, spec.structures(dtype), seed=seed, config=cfg)
@@ -696,6 +701,11 @@ class _Ahead:
     def __init__(self, pool: concurrent.futures.ThreadPoolExecutor | None):
         self.pool = pool
         self.futures: dict[str, concurrent.futures.Future] = {}
+
+    def pending(self, name: str) -> bool:
+        """True while the probe's programs are still being compiled ahead."""
+        fut = self.futures.get(name)
+        return fut is not None and not fut.done()
 
     def wait(self, name: str) -> None:
         fut = self.futures.pop(name, None)
