@@ -90,7 +90,7 @@ def load_nequix(path: str | os.PathLike[str]) -> tuple[Any, dict[str, Any]]:
 
     with open(p, "rb") as f:
         config = json.loads(f.readline().decode())
-        try:  # the module's shapes without running its random initialisation (17 s here), then the leaves;
+        try:  # the module's shapes without running its random initialisation (slow), then the leaves;
             # nequix stores float32 leaves (under x64 the skeleton would say float64)
             like = jax.tree.map(_stored_dtype, eqx.filter_eval_shape(lambda: _build(nequix_model.Nequix, config)))
             return eqx.tree_deserialise_leaves(f, like), config

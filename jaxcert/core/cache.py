@@ -5,7 +5,7 @@ both), both switched on by :func:`enable_compilation_cache` (the CLI does this):
 
 * **JAX's persistent compilation cache** (``<dir>/xla``) keys a compiled executable on the
   *lowered* program. It serves every jitted function, but a process still has to trace and
-  lower each program to find its key: 14 s of a 23 s warm suite run (docs/architecture.md §4.3).
+  lower each program to find its key, most of a warm suite run (docs/architecture.md §4.3).
 * **Stored host results** (``<dir>/host``, :func:`stored`): pure host functions that build inputs
   from ASE's reference data (the suite's stacked substrates, nearest-neighbour distances) are kept by
   the same key recipe, so a warm process neither imports ``ase.build`` nor runs the small eager
@@ -71,8 +71,7 @@ import numpy as np
 __all__ = ["register_storable", "register_traced", "enable_compilation_cache", "default_cache_dir", "cache_dir_problem",
            "ExecutableStore", "executable_store", "fingerprint", "Unstorable", "stored"]
 
-#: bump when the stored format or the key recipe changes (2: no pickle; JSON + npz entries with a digest;
-#: 3: a user's model keyed by its traced program, jaxcert's dataclasses only)
+#: bump when the stored format or the key recipe changes (the versions so far: docs/architecture.md, "History")
 STORE_FORMAT = 3
 
 #: the subfolders of the cache folder: JAX's persistent cache, stored host results, the executable store
@@ -433,8 +432,8 @@ def _initialise_runtime() -> None:
     """Set up what jaxlib sets up lazily while lowering, before a stored executable can run.
 
     jaxlib resolves its CPU LAPACK kernels (from scipy) the first time a decomposition is lowered; an
-    executable loaded without lowering anything would call unresolved kernels (a segfault, seen with
-    zero_modes' ``eigh``). Lowering (not compiling) one tiny ``eigh`` does it through public API.
+    executable loaded without lowering anything would call unresolved kernels (a segfault). Lowering
+    (not compiling) one tiny ``eigh`` does it through public API.
     """
     import jax
     import jax.numpy as jnp
@@ -737,8 +736,8 @@ class ExecutableStore:
     Entries are written atomically (a 0600 temporary file in a 0700 folder, then a rename), so
     concurrent processes never read a partial entry; an unreadable entry, or one whose digest does
     not match its key and payload, is treated as a miss. Within a process, loading and serialising
-    take one lock: jaxlib 0.10's deserialiser crashed (SIGSEGV) when two compile-ahead threads loaded
-    executables at once.
+    take one lock: jaxlib 0.10's deserialiser can crash (SIGSEGV) when two threads load executables
+    at once.
     """
 
     def __init__(self, path: str | os.PathLike):

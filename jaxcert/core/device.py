@@ -19,7 +19,8 @@ function (tests/test_device_paths.py compares them, derivatives included), so su
 still correct; it is only slower on a GPU (looped LAPACK), or on a CPU exposed to the batched-LAPACK
 deadlock of jaxlib 0.10.  To trace for another device, make it the default device while tracing.
 ``jax.lax.platform_dependent`` would choose at lowering time instead, but it stages every branch
-into a ``cond`` and changes the CPU programs; jaxcert keeps its CPU programs as they were.
+into a ``cond``, so the CPU programs would carry the other platform's branch too; jaxcert's CPU
+programs hold the CPU branch only.
 """
 
 from __future__ import annotations

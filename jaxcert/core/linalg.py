@@ -6,12 +6,8 @@ XLA's intra-op thread pool and block the calling pool thread until the chunks ar
 done.  When the thunk executor runs as many independent batched decompositions at
 once as the pool has threads (two on a 2-core machine: equipartition's Hessian
 ``eigh`` next to its per-frame Kabsch ``eigh``), every pool thread waits for chunks
-that no thread is left to run, and the program never finishes.  Observed here:
-``jaxcert certify --model lj`` on ten elements hung for good in equipartition three
-runs out of three, with ``gdb`` showing both ``tf_XLAEigen`` threads in
-``jax::ParallelBatchMap`` → ``BlockingCounter::Wait`` under ``lapack_dsyevd_ffi`` and
-nothing running.  jaxlib 0.11 builds that parallel path out; 0.10.2 is the newest
-jaxlib on this machine's package index.
+that no thread is left to run, and the program never finishes.  jaxlib 0.11 builds
+that parallel path out.
 
 What: :func:`eigh`, :func:`eigvalsh`, :func:`svdvals` and :func:`qr` take any
 leading batch dimensions and, under ``vmap`` as well, run the LAPACK routine on one

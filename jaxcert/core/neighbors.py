@@ -51,9 +51,8 @@ turns every displacement into NaN (never a silently truncated list);
 :func:`with_cell_list` then sizes a new list on the host.
 
 The binning is written here rather than taken from jax-md's ``partition``: importing
-``jax_md`` runs JAX code at import (``jax_md.rigid_body``, ``jax_md.nn``) and took
-31 s on this 2-core machine under load, which would dominate a cold start; its cell
-list also handles only orthorhombic or upper-triangular boxes.
+``jax_md`` runs JAX code at import (``jax_md.rigid_body``, ``jax_md.nn``), slow enough to
+dominate a cold start; its cell list also handles only orthorhombic or upper-triangular boxes.
 """
 
 from __future__ import annotations
@@ -412,7 +411,7 @@ def _min_image_components(s: Structure, j: jax.Array) -> list[jax.Array]:
 
     The wrap is taken from the fractional coordinates held constant.  Computed one Cartesian component at a
     time and stacked last: XLA's CPU code on (n, m, 3) arrays with a minor axis of 3 (gathers of rows,
-    (n·m, 3) × (3, 3) products) was 8× slower than on three (n, m) arrays (8,000 atoms, 24 slots).
+    (n·m, 3) × (3, 3) products) is several times slower than on three (n, m) arrays.
     Elsewhere (:func:`jaxcert.core.device.on_cpu` False) the rows are gathered and the wrap is one product.
     """
     if not on_cpu():

@@ -1,9 +1,9 @@
 """One status vocabulary and one result base for everything jaxcert reports (docs/architecture.md, "Results").
 
 :class:`Status` names every outcome a probe, λ, a relaxation, an attack, a control or the detective can
-report, with one sentence each; its ``value`` is the string written to JSON ("ok", "non-finite", ...),
-so reports read the same as before the vocabulary was unified.  Inside jitted programs a status travels
-as its integer :attr:`Status.code` (an ``int32`` array), and :meth:`Status.of` turns it back.
+report, with one sentence each; its ``value`` is the string written to JSON ("ok", "non-finite", ...).
+Inside jitted programs a status travels as its integer :attr:`Status.code` (an ``int32`` array), and
+:meth:`Status.of` turns it back.
 
 :class:`Result` is the frozen base of result types: named, typed fields, immutable, and
 :meth:`Result.to_dict` gives strict JSON through the one :func:`to_jsonable` (arrays to lists, NaN and

@@ -22,8 +22,8 @@ _REGISTRY: dict[str, tuple[str, str]] = {
                      "SevenNet-0 / -MF-0 / -l3i5 natively in JAX (e3nn-jax; weights converted, docs/sevennet.md)"),
 }
 
-# old registry names -> the name they now resolve to; get() accepts them with a DeprecationWarning ("sevennet":
-# the native model, which the command line's bridged "sevennet:..." made ambiguous; docs/sevennet.md)
+# deprecated registry names -> the name they resolve to; get() accepts them with a DeprecationWarning ("sevennet":
+# the native model, ambiguous next to the command line's bridged "sevennet:..."; docs/sevennet.md)
 _ALIASES: dict[str, str] = {"sevennet": "jax-sevennet"}
 
 

@@ -18,7 +18,7 @@ finite-difference engine).  T_conf = ⟨F²⟩/(k_B⟨t⟩) (NaN if ⟨t⟩ ≤ 
 ρ = T_conf/⟨T_kin⟩, defect |ρ − 1|, score exp(−|ρ − 1|/1), no gate, target 1.
 
 Kinetic DOF (docs/probes.md §11.4): ``kinetic_dof="auto"`` (default) uses 3N − 3 when
-the thermostat holds the COM momentum at zero (FixCom, as pescert's newest code) and
+the thermostat holds the COM momentum at zero (FixCom, as the reference) and
 3N otherwise; ``"3N"`` is the paper's convention (2.6 % lower ratio at N = 13),
 ``"3N-3"`` forces the other.  3N − 3 is the physically right count under FixCom:
 the COM momentum is constrained to zero, so the equipartition temperature is

@@ -35,7 +35,7 @@ pairs cost only 16 evaluations more; ``n_pairs=8`` gives the paper's setting.
 pescert's optional ``eps_sweep`` (an FD-step study) has no meaning for exact
 derivatives and is not implemented.
 
-**Scores.**  s₃ = exp(−d₃/0.2) (paper and newest code; the older code used 0.1),
+**Scores.**  s₃ = exp(−d₃/0.2) (the paper's and the reference's scale, §11.8),
 s_⊥ = exp(−d_⊥/0.05), score = √(s₃ s_⊥); gate d_⊥ < 0.25 (transverse only).
 ``defect`` is the reference's raw_defect d₃ + d_⊥/0.05 (kept for JSON
 comparability even though it is not the score's argument, §11.8; the score's

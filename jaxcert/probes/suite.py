@@ -550,8 +550,7 @@ def _chunk(model: Model, kind: str, n_items: int) -> int:
     """Items per call, at most ``model.max_batch``.
 
     A chunked kind takes :data:`CHUNK` items per call, or the next power of two above a smaller request: a
-    few shape classes per kind (1, 2, 4, …, 64), and padding never more than doubles the work (padding two
-    2×2×2 supercells to 64 made a neural model's representation probe 30× slower). A loop kind runs all
+    few shape classes per kind (1, 2, 4, …, 64), and padding never more than doubles the work. A loop kind runs all
     its items (the elements) at once."""
     size = min(CHUNK, 1 << max(0, int(n_items) - 1).bit_length()) if kind in kinds.CHUNKED else n_items
     return max(1, min(size, model.max_batch) if model.max_batch else size)
