@@ -22,7 +22,10 @@ Continuous metrics
 
 Discrete metrics
 ----------------
-* **Neighbour edges**: i ≠ j bonded when some periodic image has
+* **Bonds** (first coordination shell, :func:`bonds`): per-atom shell radii from the reference's first gap
+  in its neighbour distances (ratio > 1.1, at most 1.3 × the nearest distance), applied to both structures;
+  bonds broken, formed and their Jaccard distance (docs/attacks.md §3: why not covalent radii).
+* **Neighbour edges** (the reference implementation's graph): i ≠ j bonded when some periodic image has
   d_ij < r_cov,i + r_cov,j (ASE ``natural_cutoffs``, Cordero 2008 covalent radii,
   multiplier 1); all images of a pair collapse into one unordered index edge.
   Counts before/after/added/removed, change = added + removed, the **Jaccard
@@ -314,6 +317,90 @@ def topology(ref: Any, stage: Any) -> dict[str, float]:
         "edge_change_count": added + removed, "jaccard_distance": jac,
         "coordination_change_mean": float(dz.mean()), "coordination_change_max": int(dz.max()),
     }
+
+
+#: first-shell bonds: a gap between successive neighbour distances of more than this ratio ends an atom's shell
+SHELL_GAP = 1.1
+#: ... and the shell never reaches beyond this multiple of the atom's nearest-neighbour distance
+SHELL_CAP = 1.3
+
+
+def shell_cutoffs(atoms: Any, gap: float = SHELL_GAP, cap: float = SHELL_CAP) -> np.ndarray:
+    """Per-atom first-coordination-shell radius (Å) of a reference structure (docs/attacks.md §3, "Bonds").
+
+    For atom i with neighbour distances d₁ ≤ d₂ ≤ … (all periodic images), the shell ends at the first k with
+    d_{k+1}/d_k > ``gap``, and the cutoff is the geometric midpoint √(d_k d_{k+1}); when no such gap occurs
+    below ``cap``·d₁ the cutoff is ``cap``·d₁.  NaN for an atom without neighbours within 6 Å or 2× its
+    covalent diameter.  This finds the bonds of diamond Si (4), fcc Cu (12), rocksalt NaCl (6), bcc Fe (8) and
+    2H-MoS₂ (Mo 6, S 3), where the sum of covalent radii misses Si–Si (2.35 Å > 2.22 Å)."""
+    from ase.data import covalent_radii
+
+    a = _atoms(atoms)
+    n = len(a)
+    r_search = max(6.0, 2.0 * 2.0 * float(np.max(covalent_radii[a.get_atomic_numbers()]))) if n else 6.0
+    i, d = _pairs(a, "id", r_search)
+    keep = d > 1e-8
+    i, d = i[keep].astype(np.int64), d[keep]
+    out = np.full(n, np.nan)
+    if not len(d):
+        return out
+    order = np.lexsort((d, i))
+    i, d = i[order], d[order]
+    start = np.searchsorted(i, np.arange(n))
+    first = np.full(n, np.nan)
+    has = np.bincount(i, minlength=n) > 0
+    first[has] = d[start[has]]
+    nxt = np.r_[d[1:], np.inf]
+    same = np.r_[i[1:] == i[:-1], False]
+    within = d <= cap * first[i]
+    ends = same & within & (nxt / d > gap)  # a gap after this distance, inside the atom's cap
+    cut = np.where(ends, np.sqrt(d * nxt), np.inf)
+    best = np.full(n, np.inf)
+    np.minimum.at(best, i, cut)
+    out[has] = np.minimum(best[has], cap * first[has])
+    return out
+
+
+def bonds(ref: Any, stage: Any) -> dict[str, float]:
+    """First-shell bonds before and after (docs/attacks.md §3, "Bonds"): i–j is bonded when d_ij is below
+    max(c_i, c_j), the two atoms' first-shell radii of the *reference* (:func:`shell_cutoffs`), in both
+    structures; so a bond breaks when its length grows past the gap that separated it from the next shell.
+    Counts of bonds before/after, broken and formed, and their Jaccard distance (0 when both are empty)."""
+    a, b = _atoms(ref), _atoms(stage)
+    nan = math.nan
+    empty = {"bonds_before": nan, "bonds_after": nan, "bonds_broken": nan, "bonds_formed": nan,
+             "bond_jaccard_distance": nan}
+    if not _finite(a, b) or len(a) != len(b):
+        return empty
+    c = shell_cutoffs(a)
+    if not np.isfinite(c).any():
+        return {**empty, "bonds_before": 0, "bonds_after": 0, "bonds_broken": 0, "bonds_formed": 0,
+                "bond_jaccard_distance": 0.0}
+    c = np.where(np.isfinite(c), c, 0.0)
+
+    def keys(x) -> np.ndarray:
+        """One row (i, j, S) per bond, i ≤ j, S the periodic image shift of j (each bond once, images kept)."""
+        i, j, d, S = _pairs(x, "ijdS", float(c.max()) * 1.0000001)
+        ok = ((i != j) | (np.abs(S).sum(axis=1) > 0)) & (d < np.maximum(c[i], c[j]))
+        i, j, S = i[ok].astype(np.int64), j[ok].astype(np.int64), S[ok].astype(np.int64)
+        # (j, i, −S) is the same bond as (i, j, S): keep i < j, and for i = j the shift whose first nonzero is > 0
+        first = np.take_along_axis(S, np.argmax(S != 0, axis=1)[:, None], axis=1)[:, 0]  # first nonzero component
+        flip = (i > j) | ((i == j) & (first < 0))
+        rows = np.column_stack([np.where(flip, j, i), np.where(flip, i, j), np.where(flip[:, None], -S, S)])
+        rows = np.unique(rows, axis=0)
+        return np.ascontiguousarray(rows).view(np.dtype((np.void, rows.dtype.itemsize * 5))).ravel()
+
+    # the stage's atoms at their images nearest the reference's, so an atom moved across a cell face keeps the
+    # image labels (S) of its bonds
+    b = b.copy()
+    pbc = np.asarray(a.get_pbc(), bool)
+    b.set_positions(a.get_positions() + min_image(b.get_positions() - a.get_positions(),
+                                                  np.asarray(a.get_cell().array, np.float64), pbc))
+    Ka, Kb = keys(a), keys(b)
+    common = int(np.intersect1d(Ka, Kb).size)
+    union = len(Ka) + len(Kb) - common
+    return {"bonds_before": len(Ka), "bonds_after": len(Kb), "bonds_broken": len(Ka) - common,
+            "bonds_formed": len(Kb) - common, "bond_jaccard_distance": 0.0 if not union else 1.0 - common / union}
 
 
 def _rdf_counts(atoms, r_max: float, n_bins: int) -> np.ndarray:
@@ -664,18 +751,22 @@ def symmetry(ref: Any, stage: Any, symprecs: Sequence[float] = SYMPRECS) -> dict
     for p in sorted(set(symprecs), reverse=True):
         da = _dataset(a, p)
         data[p] = (da, _dataset(b, p, screen=not (da is not None and da["n_ops"] > 1 and shift <= p)))
+    per: dict[str, float | None] = {}
     for p in symprecs:
         da, db = data[p]
+        per[f"{p:g}"] = None
         if da is None or db is None:
             continue
         changed.append(float(da["number"] != db["number"]))
         count_ratio.append(min(db["n_ops"], da["n_ops"]) / da["n_ops"])
         set_ratio.append(_ops_retained(da, db, cell, p) / da["n_ops"])
+        per[f"{p:g}"] = set_ratio[-1]
         du.append(db["n_unique"] - da["n_unique"])
     if not changed:
         nan = math.nan
         return {"space_group_change": nan, "symmetry_op_retention": nan, "symmetry_op_retention_doc": nan,
-                "unique_site_change": nan, "unique_site_change_doc": nan, "symprecs_used": 0}
+                "unique_site_change": nan, "unique_site_change_doc": nan, "symprecs_used": 0,
+                "symmetry_op_retention_by_symprec": per}
     return {
         "space_group_change": float(np.mean(changed)),
         "symmetry_op_retention": float(np.median(count_ratio)),
@@ -683,6 +774,7 @@ def symmetry(ref: Any, stage: Any, symprecs: Sequence[float] = SYMPRECS) -> dict
         "unique_site_change": float(np.median(du)),
         "unique_site_change_doc": float(np.median(np.abs(du))),
         "symprecs_used": len(changed),
+        "symmetry_op_retention_by_symprec": per,  # the set-based retention at each symprec (None: spglib failed)
     }
 
 
@@ -699,6 +791,7 @@ def compare(ref: Any, stage: Any, F_ref: Any = None, F_stage: Any = None, E_ref:
     if E_ref is not None and E_stage is not None:
         out.update(energy(E_ref, E_stage, len(a)))
     out.update(topology(a, b))
+    out.update(bonds(a, b))
     out.update(rdf_l1(a, b))
     out.update(symmetry(a, b, symprecs))
     return out

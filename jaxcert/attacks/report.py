@@ -22,14 +22,20 @@ from jaxcert.attacks.pipeline import GridResult
 from jaxcert.core.device import machine
 from jaxcert.report import to_jsonable
 
-__all__ = ["AttackReport", "TABLE_METRICS"]
+__all__ = ["AttackReport", "TABLE_METRICS", "METRIC_UNITS"]
 
 #: The metrics :meth:`AttackReport.table` prints per run, immediate and after the second relaxation.
 TABLE_METRICS = (
     "median_displacement", "max_displacement", "linf_displacement", "max_delta_force", "force_angle_median",
-    "delta_energy", "jaccard_distance", "coordination_change_max", "rdf_l1", "space_group_change",
-    "symmetry_op_retention", "symmetry_op_retention_doc",
+    "delta_energy", "bonds_broken", "bonds_formed", "bond_jaccard_distance", "rdf_l1", "space_group_change",
 )
+#: the unit each printed metric is in ("" for counts and fractions)
+METRIC_UNITS = {
+    "median_displacement": "Å", "max_displacement": "Å", "linf_displacement": "Å", "max_delta_force": "eV/Å",
+    "force_angle_median": "rad", "delta_energy": "eV", "bonds_broken": "bonds", "bonds_formed": "bonds",
+    "bond_jaccard_distance": "fraction", "rdf_l1": "Å", "space_group_change": "fraction of symprecs",
+    "symmetry_op_retention_doc": "fraction",
+}
 
 
 @dataclasses.dataclass
@@ -106,9 +112,15 @@ class AttackReport:
                          f"{rel}) seed={r['seed']}{start}: second relaxation "
                          f"{r['steps_after']} steps, converged={r['converged_after']}, "
                          f"small_grad_fraction={r['small_grad_fraction']:.3g}")
-            lines.append(f"  {'metric':<28}{'immediate':>14}{'post-relax':>14}")
+            lines.append(f"  {'metric':<30}{'unit':<22}{'immediate':>14}{'post-relax':>14}")
             for k in TABLE_METRICS:
                 v1, v2 = r["immediate"].get(k, float("nan")), r["post_relaxation"].get(k, float("nan"))
-                lines.append(f"  {k:<28}{v1:>14.6g}{v2:>14.6g}")
+                lines.append(f"  {k:<30}{METRIC_UNITS.get(k, ''):<22}{v1:>14.6g}{v2:>14.6g}")
+            per1 = r["immediate"].get("symmetry_op_retention_by_symprec") or {}
+            per2 = r["post_relaxation"].get("symmetry_op_retention_by_symprec") or {}
+            for sp in per1:  # the retention at each symprec, never a median that hides which one
+                v1, v2 = (float("nan") if x is None else x for x in (per1.get(sp), per2.get(sp)))
+                name = f"symmetry_op_retention@{sp}"
+                lines.append(f"  {name:<30}{'fraction (symprec Å)':<22}{v1:>14.6g}{v2:>14.6g}")
             lines.extend(f"  warning: {w}" for w in r["warnings"])
         return "\n".join(lines)

@@ -397,3 +397,49 @@ def test_operation_sets_by_sorted_keys_equal_all_pairs(tol):
     want = int(same.any(axis=1).sum())
     assert len(R) * len(Rb) > 1 << 18 and 0.2 * len(R) < want < 0.9 * len(R)
     assert got == want
+
+
+# ------------------------------------------------------------------ first-shell bonds (docs/attacks.md §3)
+def _mos2():
+    from ase.build import mx2
+
+    return mx2("MoS2", kind="2H", a=3.16, thickness=3.19, vacuum=5.0)
+
+
+@pytest.mark.parametrize(("name", "build", "coordination"), [
+    ("diamond Si", lambda: bulk("Si", "diamond", a=5.431, cubic=True), {14: 4}),
+    ("fcc Cu", lambda: bulk("Cu", "fcc", a=3.61, cubic=True), {29: 12}),
+    ("rocksalt NaCl", lambda: bulk("NaCl", "rocksalt", a=5.64, cubic=True), {11: 6, 17: 6}),
+    ("bcc Fe", lambda: bulk("Fe", "bcc", a=2.87, cubic=True), {26: 8}),
+    ("2H-MoS2", _mos2, {42: 6, 16: 3}),
+])
+def test_first_shell_bonds_find_the_bonds_of_common_crystals(name, build, coordination):
+    a = build()
+    b = metrics.bonds(a, a)
+    z = a.get_atomic_numbers()
+    # each bond counted once with its periodic image: twice the count is the sum of coordinations
+    assert 2 * b["bonds_before"] == sum(coordination[int(x)] for x in z), name
+    assert b["bonds_broken"] == b["bonds_formed"] == 0 and b["bond_jaccard_distance"] == 0.0
+
+
+def test_the_covalent_radius_graph_misses_diamond_bonds_the_shell_graph_does_not():
+    si = bulk("Si", "diamond", a=5.431, cubic=True).repeat(2)
+    assert metrics.topology(si, si)["edges_before"] == 0  # 2.35 Å > 2 × 1.11 Å: the reference's graph is empty
+    pulled = si.copy()
+    pos = pulled.get_positions()
+    pos[0] += [-1.0, -1.0, -1.0]  # away from its [111] neighbour: that bond stretches from 2.35 to 4.08 Å
+    pulled.set_positions(pos)
+    b = metrics.bonds(si, pulled)
+    assert b["bonds_before"] == 128 and b["bonds_broken"] >= 1  # 64 atoms × 4 / 2
+    assert 0 < b["bond_jaccard_distance"] < 0.1
+
+
+def test_symmetry_retention_is_reported_per_symprec():
+    si = bulk("Si", "diamond", a=5.431, cubic=True)
+    moved = si.copy()
+    pos = moved.get_positions()
+    pos[0] += [0.003, 0.0, 0.0]  # breaks the symmetry at symprec 1e-3 and 1e-4 only
+    moved.set_positions(pos)
+    per = metrics.symmetry(si, moved)["symmetry_op_retention_by_symprec"]
+    assert set(per) == {"0.01", "0.001", "0.0001"}
+    assert per["0.01"] == 1.0 and per["0.0001"] < 1.0
