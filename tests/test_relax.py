@@ -98,3 +98,65 @@ def test_bfgs_hands_over_to_lbfgs_above_the_size_limit(setup, monkeypatch):
     r, ref = bfgs(m, s, fmax=1e-3), lbfgs(m, s, fmax=1e-3)
     assert int(r.steps) == int(ref.steps)
     np.testing.assert_array_equal(np.asarray(r.structure.positions), np.asarray(ref.structure.positions))
+
+
+def test_fire_steps_a_pytree_as_the_stacked_array():
+    """The one FIRE step (``fire_optimizer``) on a two-leaf pytree (positions, cell rows: what relax_cell moves)
+    takes the steps it takes on the stacked (N + 3, 3) array (what fire moves), to round-off."""
+    from jaxcert.optim.relax import fire_optimizer
+
+    rng = np.random.default_rng(3)
+    K = rng.normal(size=(18, 18))
+    K = K @ K.T / 18 + np.eye(18)  # a positive-definite quadratic: forces -K x turn, so FIRE mixes and resets
+    opt = fire_optimizer()
+    y = rng.normal(size=(6, 3))
+    tree = (y[:4], y[4:])
+    sy, st = opt.init(y), opt.init(tree)
+    for k in range(25):
+        fy = -(K @ y.reshape(-1)).reshape(6, 3)
+        ft = -(K @ np.concatenate([tree[0], tree[1]]).reshape(-1)).reshape(6, 3)
+        y, sy = opt.step(y, fy, sy, k == 0)
+        tree, st = opt.step(tree, (ft[:4], ft[4:]), st, k == 0)
+        np.testing.assert_allclose(np.concatenate([tree[0], tree[1]]), y, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(float(st.dt), float(sy.dt), rtol=1e-14)
+        assert int(st.n_pos) == int(sy.n_pos)
+
+
+def test_cell_fire_with_the_cell_fixed_is_positions_fire():
+    """relax_cell with every cell component masked runs the same FIRE as fire: same steps, same minimum."""
+    from ase.build import bulk
+
+    from jaxcert.optim.relax import relax_cell
+
+    at = bulk("Cu", "fcc", a=3.6, cubic=True)
+    at.rattle(0.05, seed=4)
+    m = jaxcert.models.get("emt")
+    s = jaxcert.Structure.from_ase(at)
+    a = fire(m, s, fmax=1e-4, max_steps=200)
+    b = relax_cell(m, s, fmax=1e-4, max_steps=200, mask=np.zeros(6, bool))
+    assert bool(a.converged) and bool(b.converged)
+    assert int(a.steps) == int(b.steps) > 5
+    np.testing.assert_allclose(np.asarray(b.structure.cell), np.asarray(s.cell), rtol=0, atol=0)
+    np.testing.assert_allclose(np.asarray(b.structure.positions), np.asarray(a.structure.positions), atol=1e-10)
+
+
+def test_relax_batch_is_each_relaxation_and_holds_fixed_atoms(setup):
+    """The one batched driver: a free member relaxes as alone, ``movable`` 0 holds an atom; status codes."""
+    from jaxcert.core.result import Status
+    from jaxcert.optim.relax import relax_batch
+
+    at, m, _ = setup
+    a = jaxcert.Structure.from_ase(at)
+    b = a.replace(positions=a.positions + 0.05 * np.random.default_rng(5).normal(size=a.positions.shape))
+    batch = m.prepare(jaxcert.stack([a, b]))
+    movable = np.ones((2, a.n_atoms))
+    movable[1, 0] = 0
+    r = jax.jit(lambda x, mov: relax_batch(m, x, fmax=1e-3, max_steps=300, movable=mov))(batch, movable)
+    one = fire(m, a, fmax=1e-3, max_steps=300)
+    assert int(r.steps[0]) == int(one.steps)
+    np.testing.assert_allclose(np.asarray(r.structure.positions[0]), np.asarray(one.structure.positions), atol=1e-10)
+    np.testing.assert_array_equal(np.asarray(r.structure.positions[1, 0]), np.asarray(batch.positions[1, 0]))
+    assert np.abs(np.asarray(r.structure.positions[1, 1:] - batch.positions[1, 1:])).max() > 1e-3
+    assert [Status.of(c) for c in np.asarray(r.status)] == [Status.OK, Status.OK]
+    short = fire(m, a, fmax=1e-6, max_steps=3)
+    assert Status.of(short.status) is Status.NOT_CONVERGED

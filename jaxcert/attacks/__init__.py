@@ -22,6 +22,7 @@ from jaxcert.attacks.attacks import (
     SIGN_START,
     Attack,
     AttackState,
+    SignRule,
     fgsm,
     grad_tolerance,
     ifgsm,
@@ -30,6 +31,7 @@ from jaxcert.attacks.attacks import (
     pgd,
     run,
     sign_attack,
+    sign_rule_of,
 )
 from jaxcert.attacks.pipeline import (
     ATTACKS,
@@ -48,7 +50,7 @@ from jaxcert.attacks.report import AttackReport
 
 __all__ = [
     "losses", "Attack", "AttackState", "fgsm", "ifgsm", "pgd", "optax_attack", "run",
-    "sign_attack", "min_lattice_length",
+    "sign_attack", "sign_rule_of", "SignRule", "min_lattice_length",
     "grad_tolerance", "SIGN_START", "ATTACKS", "AttackSpec", "GridResult", "PipelineConfig", "RunResult", "Stage",
     "attack_relax", "check_attackable", "relax_attack_relax", "relax_batch", "run_grid", "AttackReport",
 ]

@@ -103,6 +103,7 @@ from jaxcert.core.structure import Structure
 __all__ = [
     "Attack", "AttackState", "sign_attack", "fgsm", "ifgsm", "pgd", "run", "min_lattice_length",
     "SMALL_GRAD", "SMALL_GRAD_F32", "SIGN_START", "PGD_ALPHA_RATIO", "grad_tolerance", "step_ratio", "is_projected",
+    "SignRule", "sign_rule_of",
     "optax_attack", "attack_transform", "sign_rule", "ascent", "zero_below", "mask_atoms", "project_linf",
 ]
 
@@ -360,15 +361,50 @@ def is_projected(name: str, sign_start: float = 0.0) -> bool:
     return name != "fgsm" or sign_start > 0
 
 
+class SignRule(NamedTuple):
+    """Everything that tells FGSM, I-FGSM and PGD apart, as host numbers: the one definition the attack
+    constructors (:func:`fgsm`, :func:`ifgsm`, :func:`pgd`) and the pipeline's
+    :class:`~jaxcert.attacks.pipeline.AttackSpec` both read, so that a pipeline run and a direct call take the
+    same steps.  The step itself is :func:`sign_rule` (optax) inside :func:`attack_transform`.
+
+    Attributes:
+      alpha_ratio: α/ε (:func:`step_ratio`).
+      project: whether Π_ε follows each step (:func:`is_projected`).
+      uniform_start: PGD's uniform random start in B_ε.
+      sign_start: β of the R+FGSM random sign start (0: none).
+    """
+
+    alpha_ratio: float
+    project: bool
+    uniform_start: bool
+    sign_start: float
+
+
+def sign_rule_of(name: str, n_steps: int, *, random_start: bool = False, alpha_ratio: float | None = None
+                 ) -> SignRule:
+    """The :class:`SignRule` of the named attack (``"fgsm"``, ``"ifgsm"`` or ``"pgd"``) with ``n_steps`` steps.
+
+    ``random_start``: for FGSM and I-FGSM the R+FGSM sign start (β = :data:`SIGN_START`); PGD always starts
+    uniformly in the box, whatever it says.  ``alpha_ratio``: PGD's α/ε (default :data:`PGD_ALPHA_RATIO`).
+    """
+    beta = SIGN_START if (random_start and name != "pgd") else 0.0
+    return SignRule(step_ratio(name, n_steps, beta, alpha_ratio), is_projected(name, beta), name == "pgd", beta)
+
+
+def _from_rule(loss, epsilon: Any, n_steps: int, r: SignRule, alpha: Any = None, **kw: Any) -> Attack:
+    """:func:`sign_attack` with the settings of ``r`` (α = ``alpha``, or α/ε·ε)."""
+    a = jnp.asarray(epsilon) * r.alpha_ratio if alpha is None else alpha
+    return sign_attack(loss, epsilon, a, n_steps, random_start=r.uniform_start, sign_start=r.sign_start,
+                       project=r.project, **kw)
+
+
 def fgsm(loss, epsilon: Any = 0.05, *, random_start: bool = False, **kw: Any) -> Attack:
     """FGSM: R_adv = R₀ + ε sign(g(R₀)); one step, no projection (docs/attacks.md §1.3).
 
     With ``random_start`` this is R+FGSM (Tramèr et al. 2018; docs/attacks.md): a random ±ε/2 sign step R',
     then R_adv = Π_ε(R' + (ε/2) sign(g(R'))), so the attack moves even where g(R₀) = 0.
     """
-    beta = SIGN_START if random_start else 0.0
-    a = jnp.asarray(epsilon) * step_ratio("fgsm", 1, beta)
-    return sign_attack(loss, epsilon, a, 1, sign_start=beta, project=is_projected("fgsm", beta), **kw)
+    return _from_rule(loss, epsilon, 1, sign_rule_of("fgsm", 1, random_start=random_start), **kw)
 
 
 def ifgsm(loss, epsilon: Any = 0.05, n_steps: int = 10, *, random_start: bool = False, **kw: Any) -> Attack:
@@ -376,17 +412,14 @@ def ifgsm(loss, epsilon: Any = 0.05, n_steps: int = 10, *, random_start: bool = 
 
     With ``random_start``: a random ±ε/2 sign step, then n projected steps of (ε/2)/n (docs/attacks.md).
     """
-    beta = SIGN_START if random_start else 0.0
-    a = jnp.asarray(epsilon) * step_ratio("ifgsm", n_steps, beta)
-    return sign_attack(loss, epsilon, a, n_steps, sign_start=beta, project=is_projected("ifgsm", beta), **kw)
+    return _from_rule(loss, epsilon, n_steps, sign_rule_of("ifgsm", n_steps, random_start=random_start), **kw)
 
 
 def pgd(loss, epsilon: Any = 0.05, n_steps: int = 10, alpha: Any = None, alpha_ratio: float = PGD_ALPHA_RATIO,
         **kw: Any) -> Attack:
     """PGD: uniform random start in B_ε, n projected steps of α = ``alpha`` or ``alpha_ratio``·ε
     (docs/attacks.md §1.5; experiment n = 10, α = 0.1 ε)."""
-    a = jnp.asarray(epsilon) * step_ratio("pgd", n_steps, 0.0, alpha_ratio) if alpha is None else alpha
-    return sign_attack(loss, epsilon, a, n_steps, random_start=True, project=is_projected("pgd"), **kw)
+    return _from_rule(loss, epsilon, n_steps, sign_rule_of("pgd", n_steps, alpha_ratio=alpha_ratio), alpha, **kw)
 
 
 def optax_attack(loss, optimizer: optax.GradientTransformation, epsilon: Any = 0.05, n_steps: int = 10, *,

@@ -48,16 +48,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcert.attacks import losses as _losses
-from jaxcert.attacks.attacks import SIGN_START, is_projected, sign_attack, step_ratio
+from jaxcert.attacks.attacks import SignRule, sign_attack, sign_rule_of
 from jaxcert.attacks.attacks import run as _run_attack
 from jaxcert.core import batching, inputs, neighbors
 from jaxcert.core.model import Model
 from jaxcert.core.structure import Structure, stack
-from jaxcert.optim.relax import RelaxResult, bfgs, fire, lbfgs
-from jaxcert.optim.relax import relax_batch as _relax_all
+from jaxcert.optim import relax as _relax_mod
+from jaxcert.optim.relax import RelaxResult
 
-#: The relaxers of the pipeline, by ``PipelineConfig.optimizer`` name (each ``f(model, s, fmax=, max_steps=)``).
-RELAXERS = {"fire": fire, "lbfgs": lbfgs, "bfgs": bfgs}
+#: The relaxers of the pipeline, by ``PipelineConfig.optimizer`` name: the fixed-cell relaxers of
+#: :data:`jaxcert.optim.relax.FIXED_CELL_RELAXERS` (each ``f(model, s, fmax=, max_steps=)``).
+RELAXERS = _relax_mod.FIXED_CELL_RELAXERS
 OPTIMIZERS = tuple(RELAXERS)
 
 __all__ = ["AttackSpec", "PipelineConfig", "Stage", "RunResult", "GridResult", "ATTACKS", "RELAXERS", "OPTIMIZERS",
@@ -109,9 +110,16 @@ class AttackSpec:
                 object.__setattr__(self, "random_start", None)  # False = the default: one spelling, one key
 
     @property
+    def rule(self) -> SignRule:
+        """α/ε, projection and start of this attack: :func:`jaxcert.attacks.attacks.sign_rule_of`, the
+        definition :func:`~jaxcert.attacks.attacks.fgsm`, ``ifgsm`` and ``pgd`` use as well."""
+        return sign_rule_of(self.name, self.n_steps, random_start=bool(self.random_start),
+                            alpha_ratio=self.alpha_ratio)
+
+    @property
     def sign_start(self) -> float:
         """β of the R+FGSM random sign start as a fraction of ε (0: none)."""
-        return SIGN_START if (self.random_start and self.name != "pgd") else 0.0
+        return self.rule.sign_start
 
     @property
     def start(self) -> str:
@@ -121,7 +129,7 @@ class AttackSpec:
     @property
     def alpha(self) -> float:
         """α/ε (with the R+FGSM start: (1 − β)/n): :func:`jaxcert.attacks.attacks.step_ratio`."""
-        return step_ratio(self.name, self.n_steps, self.sign_start, self.alpha_ratio)
+        return self.rule.alpha_ratio
 
     @property
     def label(self) -> str:
@@ -171,7 +179,11 @@ class PipelineConfig:
 
 
 class Stage(NamedTuple):
-    """A structure with its model energy (eV) and forces (eV/Å)."""
+    """A structure with its model energy (eV) and forces (eV/Å).
+
+    :class:`Stage`, :class:`RunResult` and :class:`GridResult` stay NamedTuples rather than
+    :class:`~jaxcert.core.result.Result` dataclasses: they are the pytrees the jitted, vmapped grid returns.
+    """
 
     structure: Structure
     energy: jax.Array
@@ -199,6 +211,12 @@ class RunResult(NamedTuple):
     small_grad_fraction: jax.Array
     grad_max: jax.Array
 
+    @property
+    def status(self) -> jax.Array:
+        """The second relaxation's :class:`~jaxcert.core.result.Status` code per run
+        (:func:`jaxcert.optim.relax.status_code`: OK, NON_FINITE or NOT_CONVERGED)."""
+        return _relax_mod.status_code(self.converged, self.fmax)
+
 
 class GridResult(NamedTuple):
     """Batched pipeline output.
@@ -223,9 +241,16 @@ class GridResult(NamedTuple):
     config: PipelineConfig
     neighbor_regrowths: int = 0
 
+    @property
+    def ref_status(self) -> jax.Array:
+        """The first relaxation's :class:`~jaxcert.core.result.Status` code per structure
+        (:func:`jaxcert.optim.relax.status_code`)."""
+        return _relax_mod.status_code(self.ref_converged, self.ref_fmax)
+
 
 def _relax(model: Model, s: Structure, cfg: PipelineConfig) -> RelaxResult:
-    return RELAXERS[cfg.optimizer](model, s, fmax=cfg.fmax, max_steps=cfg.max_steps)
+    """One relaxation with the pipeline's settings (:func:`jaxcert.optim.relax.relax`)."""
+    return _relax_mod.relax(model, s, fmax=cfg.fmax, max_steps=cfg.max_steps, optimizer=cfg.optimizer)
 
 
 def _stage(model: Model, s: Structure) -> Stage:
@@ -257,11 +282,13 @@ def attack_relax(model: Model, s_ref: Structure, eps: Any, key: Any, n_steps: An
 
 
 def _spec_arrays(attacks: Sequence[AttackSpec]):
+    """(n, α/ε, uniform start, projection, β) per attack as host arrays, from each :attr:`AttackSpec.rule`."""
+    rules = [a.rule for a in attacks]
     n = np.array([a.n_steps for a in attacks], np.int32)
-    ratio = np.array([a.alpha for a in attacks])
-    rs = np.array([a.name == "pgd" for a in attacks])
-    proj = np.array([is_projected(a.name, a.sign_start) for a in attacks])
-    sign = np.array([a.sign_start for a in attacks])
+    ratio = np.array([r.alpha_ratio for r in rules])
+    rs = np.array([r.uniform_start for r in rules])
+    proj = np.array([r.project for r in rules])
+    sign = np.array([r.sign_start for r in rules])
     return n, ratio, rs, proj, sign
 
 
@@ -335,8 +362,8 @@ def _one_run(model, s, spec, eps, seed, cfg):
 
 @partial(jax.jit, static_argnames=("cfg",))
 def _relax_batch(model, s, cfg):
-    ref = _relax_all(model, s, optimizer=cfg.optimizer, fmax=cfg.fmax, max_steps=cfg.max_steps,
-                     max_batch=model.max_batch)
+    ref = _relax_mod.relax_batch(model, s, optimizer=cfg.optimizer, fmax=cfg.fmax, max_steps=cfg.max_steps,
+                                 max_batch=model.max_batch)
     return ref, batching.vmap(lambda x: _stage(model, x), model.max_batch)(ref.structure)
 
 

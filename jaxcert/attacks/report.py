@@ -20,7 +20,7 @@ import numpy as np
 from jaxcert.attacks import metrics
 from jaxcert.attacks.pipeline import GridResult
 from jaxcert.core.device import machine
-from jaxcert.report import to_jsonable
+from jaxcert.core.result import Result, to_jsonable
 
 __all__ = ["AttackReport", "TABLE_METRICS", "METRIC_UNITS"]
 
@@ -38,9 +38,12 @@ METRIC_UNITS = {
 }
 
 
-@dataclasses.dataclass
-class AttackReport:
+@dataclasses.dataclass(frozen=True)
+class AttackReport(Result):
     """Metric rows of every (structure, attack, ε, seed) run of a grid, with the run's metadata.
+
+    A :class:`~jaxcert.core.result.Result`: ``to_dict`` gives the fields as strict JSON types; :meth:`to_json`
+    is the ``jaxcert-attack/1`` document written by ``jaxcert attack --json``.
 
     Attributes:
       model: the model's name.
@@ -83,7 +86,7 @@ class AttackReport:
         return list(dict.fromkeys(w for r in self.rows for w in r["warnings"]))
 
     def to_json(self) -> dict[str, Any]:
-        """The ``jaxcert-attack/1`` document (strict JSON after :func:`jaxcert.report.certification.to_jsonable`)."""
+        """The ``jaxcert-attack/1`` document (strict JSON after :func:`jaxcert.core.result.to_jsonable`)."""
         return to_jsonable({
             "schema": "jaxcert-attack/1", "model": self.model, "structure": self.structure.get("spec"),
             "formula": self.structure.get("formula"), "structure_info": self.structure, "dtype": self.dtype,

@@ -54,7 +54,7 @@ from jaxcert.core.structure import Structure
 __all__ = [
     "Engine", "Exact", "FiniteDifference", "EXACT", "fd_step", "voigt_strain",
     "force_jvp", "hvp", "force_jacobian", "hessian", "hutchinson_trace",
-    "stress_position", "force_strain", "stress_strain", "energy_strain", "bond_scan",
+    "stress_position", "force_strain", "stress_strain", "energy_strain", "bond_scan", "derivative_on_grid",
 ]
 
 FD_MIN_STEP = 1e-3
@@ -379,8 +379,18 @@ class FiniteDifference:
         return jax.lax.map(one, jnp.asarray(offsets, s.positions.dtype))
 
 
+def derivative_on_grid(y: jax.Array, h: Any) -> jax.Array:
+    """dy/ds of samples ``y`` (M ≥ 5) on a uniform grid of spacing ``h``: the 4th-order 5-point stencil
+    (y_{k−2} − 8y_{k−1} + 8y_{k+1} − y_{k+2})/(12h) at the M − 4 interior points, NaN at the two points at
+    each end.  The one on-grid stencil of jaxcert: it reuses the grid's own samples, so it costs no evaluation
+    beyond them (the reference recipe of the conservativeness probe, docs/probes.md §4.6)."""
+    d_in = (y[:-4] - 8 * y[1:-3] + 8 * y[3:-1] - y[4:]) / (12 * h)
+    nan2 = jnp.full((2,), jnp.nan, y.dtype)
+    return jnp.concatenate([nan2, d_in, nan2])
+
+
 def _bond_scan_on_grid(model: Model, s: Structure, j: Any, u: jax.Array, grid: jax.Array):
-    """(E, −dE/ds, F_j·û) on a uniform grid, −dE/ds by the 5-point stencil on the grid (NaN at the ends)."""
+    """(E, −dE/ds, F_j·û) on a uniform grid, −dE/ds by :func:`derivative_on_grid` (NaN at the ends)."""
     h = grid[1] - grid[0]
 
     def one(off):
@@ -389,9 +399,7 @@ def _bond_scan_on_grid(model: Model, s: Structure, j: Any, u: jax.Array, grid: j
         return E, F[j] @ u
 
     E, p = batching.vmap(one, model.max_batch)(grid)
-    g_in = -(E[:-4] - 8 * E[1:-3] + 8 * E[3:-1] - E[4:]) / (12 * h)
-    nan2 = jnp.full((2,), jnp.nan, grid.dtype)
-    return E, jnp.concatenate([nan2, g_in, nan2]), p
+    return E, -derivative_on_grid(E, h), p
 
 
 EXACT = Exact()

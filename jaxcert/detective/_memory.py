@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from jaxcert.core.inputs import InputError
-from jaxcert.report import to_jsonable
+from jaxcert.core.result import to_jsonable
 
 __all__ = ["EvidenceMemory"]
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxcert.core.result import Result
 from jaxcert.core.structure import Structure
 from jaxcert.detective._signals import SUSPICIOUS, Signal, classify
 
@@ -27,9 +28,10 @@ __all__ = ["Cell", "Protocol", "Dimers", "DimerConfig", "dimer_metrics", "dimer_
            "supported", "pair_key"]
 
 
-@dataclasses.dataclass
-class Cell:
-    """One region of one protocol, evaluated on every model (docs/detective.md §2).
+@dataclasses.dataclass(frozen=True)
+class Cell(Result):
+    """One region of one protocol, evaluated on every model (docs/detective.md §2); a
+    :class:`~jaxcert.core.result.Result` (``to_dict``: strict JSON, NaN as ``None``; :meth:`from_dict` reads it back).
 
     Attributes:
       protocol: protocol name.
@@ -54,11 +56,6 @@ class Cell:
     @property
     def suspicious(self) -> bool:
         return self.signal.label in SUSPICIOUS
-
-    def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["signal"] = self.signal.to_dict()
-        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Cell:

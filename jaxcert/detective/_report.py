@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from jaxcert.core.result import to_jsonable
 from jaxcert.detective._dft_card import decision_table, write_card
 from jaxcert.detective._oracle import LABEL as ORACLE_LABEL
 from jaxcert.detective._oracle import available as oracle_available
 from jaxcert.detective._oracle import energies as oracle_energies
 from jaxcert.detective._protocols import Cell, Dimers, Protocol, dimer_grid, dimer_metrics, dimer_structure
 from jaxcert.detective._registry import protocol_config
-from jaxcert.report import to_jsonable
 
 __all__ = ["write_report", "headline", "REPRODUCE"]
 

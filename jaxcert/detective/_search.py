@@ -27,12 +27,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, runtime_checkable
 from typing import Protocol as TypingProtocol
 
+from jaxcert.core.result import Result
 from jaxcert.detective._committee import Committee
 from jaxcert.detective._constraints import Constraints
 from jaxcert.detective._memory import EvidenceMemory
 from jaxcert.detective._protocols import Cell, Protocol
 from jaxcert.detective._registry import PROTOCOLS, make_protocol, protocol_config
-from jaxcert.detective._signals import ARTEFACT, CONSTRAINT, DISAGREEMENT
+from jaxcert.detective._signals import ARTEFACT, CONSTRAINT, DISAGREEMENT, SKIPPED
 
 __all__ = ["Hypothesis", "Proposer", "RuleBasedProposer", "InvestigationResult", "investigate", "make_protocol",
            "PROTOCOLS", "MIN_IN_SCOPE", "MAX_OUT_OF_SCOPE", "severity_ratio"]
@@ -145,9 +146,10 @@ class RuleBasedProposer:
         return out
 
 
-@dataclasses.dataclass
-class InvestigationResult:
-    """What :func:`investigate` returns (also written to ``escalation.json``)."""
+@dataclasses.dataclass(frozen=True)
+class InvestigationResult(Result):
+    """What :func:`investigate` returns (also written to ``escalation.json``); a
+    :class:`~jaxcert.core.result.Result`."""
 
     escalated: bool
     hypothesis: Hypothesis | None
@@ -167,7 +169,7 @@ def _fingerprint(p: Protocol, committee: Committee, elements: Sequence[str]) -> 
 
 
 def _fraction(cells: Sequence[Cell], labels: Sequence[str]) -> tuple[float, int, int]:
-    scored = [c for c in cells if c.signal.label != "skipped"]
+    scored = [c for c in cells if c.signal.label != SKIPPED]
     hit = sum(c.signal.label in labels for c in scored)
     return (hit / len(scored) if scored else float("nan")), hit, len(scored)
 
@@ -366,8 +368,7 @@ def investigate(
                                  verdicts=verdicts, artefacts=artefacts, n_evals=committee.n_evals,
                                  wall_s=time.perf_counter() - t0, out=out)
     if write:
-        result.escalation = write_report(out, committee, result, escalation, screens, protos, elements, memory,
-                                         oracle_s=oracle_s)
-        result.wall_s = time.perf_counter() - t0
+        doc = write_report(out, committee, result, escalation, screens, protos, elements, memory, oracle_s=oracle_s)
+        result = dataclasses.replace(result, escalation=doc, wall_s=time.perf_counter() - t0)
     say(f"[done] {stop}: {committee.n_evals} evaluations, {result.wall_s:.1f} s; report in {out}")
     return result

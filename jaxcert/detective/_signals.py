@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from jaxcert.core.result import Result, Status
+
 __all__ = ["MAD_SCALE", "NONE", "WEAK", "DISAGREEMENT", "CONSTRAINT", "ARTEFACT", "SKIPPED", "SUSPICIOUS",
            "Signal", "robust_z", "classify"]
 
@@ -36,15 +38,16 @@ WEAK = "weak"                    # the target crosses it but the committee does 
 DISAGREEMENT = "disagreement"    # committee disagreement: the target crosses the threshold and z >= z_min
 CONSTRAINT = "constraint"        # exact-constraint violation by the target (decisive on its own)
 ARTEFACT = "protocol_artefact"   # every model (target and committee) crosses the threshold
-SKIPPED = "skipped"              # the target could not be evaluated, or the check is guaranteed by construction
+SKIPPED = Status.SKIPPED.value   # the target could not be evaluated, or the check is guaranteed by construction
 
 #: Labels that make a cell suspicious enough to seed a hypothesis.
 SUSPICIOUS = (DISAGREEMENT, CONSTRAINT)
 
 
 @dataclasses.dataclass(frozen=True)
-class Signal:
-    """The label of one screen cell (docs/detective.md §3).
+class Signal(Result):
+    """The label of one screen cell (docs/detective.md §3); a :class:`~jaxcert.core.result.Result` (``to_dict``
+    writes a non-finite ``z`` or median as ``None``; :meth:`from_dict` reads it back as NaN).
 
     Attributes:
       label: one of NONE, WEAK, DISAGREEMENT, CONSTRAINT, ARTEFACT, SKIPPED.
@@ -67,9 +70,6 @@ class Signal:
     n_committee_anomalous: int
     threshold: float
     reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Signal:

@@ -56,23 +56,44 @@ from jaxcert.core import batching, linalg, neighbors
 from jaxcert.core.geometry import det3, inv3, is_concrete
 from jaxcert.core.model import Model, strain
 from jaxcert.core.neighbors import with_images
+from jaxcert.core.result import Status
 from jaxcert.core.structure import Structure
 
 __all__ = ["RelaxResult", "CellRelaxResult", "Fire", "FireState", "bfgs", "fire", "fire_optimizer", "lbfgs",
-           "relax_cell", "relax_batch", "with_fixed_atoms", "RELAXERS", "BFGS_MAX_ATOMS"]
+           "relax", "relax_cell", "relax_batch", "with_fixed_atoms", "status_code", "RELAXERS", "FIXED_CELL_RELAXERS",
+           "BFGS_MAX_ATOMS"]
 
 #: Atom slots above which :func:`bfgs` runs :func:`lbfgs` instead: the dense Hessian is 9N² numbers (75 MB in
 #: float64 at 1,024 atoms, 4.8 GB at 8,192) and each step diagonalises it (O(N³)).
 BFGS_MAX_ATOMS = 1024
 
 
+def status_code(converged: Any, fmax: Any) -> jax.Array:
+    """The :class:`~jaxcert.core.result.Status` code of a relaxation (int32, traced and batched alike).
+
+    ``OK`` where it converged, ``NON_FINITE`` where the reached ``fmax`` is NaN or inf (the model, or an
+    overflowed neighbour list, returned NaN), ``NOT_CONVERGED`` where it stopped at its step cap.
+    """
+    ok, bad, cap = (jnp.int32(s.code) for s in (Status.OK, Status.NON_FINITE, Status.NOT_CONVERGED))
+    return jnp.where(converged, ok, jnp.where(jnp.isfinite(fmax), cap, bad))
+
+
 class RelaxResult(NamedTuple):
-    """Relaxed structure, reached max force (eV/Å), steps taken, converged flag."""
+    """Relaxed structure, reached max force (eV/Å), steps taken, converged flag.
+
+    A NamedTuple, not a :class:`~jaxcert.core.result.Result`: it is the pytree the jitted, vmapped loops return.
+    :attr:`status` gives the outcome in the one status vocabulary.
+    """
 
     structure: Structure
     fmax: jax.Array
     steps: jax.Array
     converged: jax.Array
+
+    @property
+    def status(self) -> jax.Array:
+        """:func:`status_code` of each run (int32 array; ``Status.of(r.status)`` for an unbatched result)."""
+        return status_code(self.converged, self.fmax)
 
 
 def _fmax(F: jax.Array) -> jax.Array:
@@ -325,6 +346,9 @@ class CellRelaxResult(NamedTuple):
       steps: FIRE steps taken.
       converged: ``fmax`` below the force threshold and, when one was given, ``smax`` below the stress
         threshold (False as well when an output turned NaN, e.g. the cell outgrew its static image count).
+
+    A NamedTuple (the pytree the jitted loop returns); :attr:`status` gives the outcome as a
+    :class:`~jaxcert.core.result.Status` code.
     """
 
     structure: Structure
@@ -333,6 +357,11 @@ class CellRelaxResult(NamedTuple):
     stress: jax.Array
     steps: jax.Array
     converged: jax.Array
+
+    @property
+    def status(self) -> jax.Array:
+        """:func:`status_code` of each run: OK, NON_FINITE (NaN fmax or stress) or NOT_CONVERGED."""
+        return status_code(self.converged, self.fmax + jnp.max(jnp.abs(self.stress), axis=(-2, -1)))
 
 
 #: Scaling-and-squaring parameters of :func:`_expm3`: X/2^8 is Taylor-expanded to order 12.
@@ -526,8 +555,18 @@ def with_fixed_atoms(model: Model, movable: jax.Array) -> Model:
                  elements=model.elements, stress_available=False)
 
 
-#: The relaxations of :func:`relax_batch`, by name (each ``f(model, s, fmax=, max_steps=, **options)``).
-RELAXERS = {"fire": fire, "lbfgs": lbfgs, "bfgs": bfgs, "cell": relax_cell}
+#: The fixed-cell relaxations by name (each ``f(model, s, fmax=, max_steps=, **options)``); the attack pipeline's
+#: ``PipelineConfig.optimizer`` chooses among them.
+FIXED_CELL_RELAXERS = {"fire": fire, "lbfgs": lbfgs, "bfgs": bfgs}
+#: The relaxations of :func:`relax` and :func:`relax_batch`, by name: the fixed-cell ones and ``"cell"``
+#: (:func:`relax_cell`, positions and cell).
+RELAXERS = {**FIXED_CELL_RELAXERS, "cell": relax_cell}
+
+
+def relax(model: Model, s: Structure, *, fmax: Any, max_steps: Any, optimizer: str = "fire",
+          **options: Any) -> RelaxResult | CellRelaxResult:
+    """Relax one structure with the named relaxer of :data:`RELAXERS` (``options``: its further keywords)."""
+    return RELAXERS[optimizer](model, s, fmax=fmax, max_steps=max_steps, **options)
 
 
 def relax_batch(model: Model, batch: Structure, *, fmax: Any, max_steps: Any, optimizer: str = "fire",
@@ -552,9 +591,9 @@ def relax_batch(model: Model, batch: Structure, *, fmax: Any, max_steps: Any, op
       Pure and jittable; on the host, wrap it in :func:`jaxcert.core.neighbors.rerun_on_overflow` to answer an
       overflowed neighbour list (as :func:`jaxcert.attacks.pipeline.relax_batch` does).
     """
-    relaxer = RELAXERS[optimizer]
+    if optimizer not in RELAXERS:
+        raise ValueError(f"optimizer: got {optimizer!r}; allowed: {', '.join(RELAXERS)}")
+    kw = dict(fmax=fmax, max_steps=max_steps, optimizer=optimizer, **options)
     if movable is None:
-        return batching.vmap(lambda s: relaxer(model, s, fmax=fmax, max_steps=max_steps, **options),
-                             max_batch)(batch)
-    return batching.vmap(lambda mov, s: relaxer(with_fixed_atoms(model, mov), s, fmax=fmax, max_steps=max_steps,
-                                                **options), max_batch)(movable, batch)
+        return batching.vmap(lambda s: relax(model, s, **kw), max_batch)(batch)
+    return batching.vmap(lambda mov, s: relax(with_fixed_atoms(model, mov), s, **kw), max_batch)(movable, batch)

@@ -45,7 +45,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcert.core.derivatives import EXACT, fd_step
+from jaxcert.core.derivatives import EXACT, derivative_on_grid, fd_step
 from jaxcert.core.model import Model
 from jaxcert.core.structure import Structure
 from jaxcert.probes import kinds, stages
@@ -139,8 +139,9 @@ def _require_bond(s: Structure) -> None:
 def plan(cfg: ConservativenessConfig, facts: stages.Facts):
     """Stages (docs/architecture.md "Kinds and stages"): build the scan geometries of atom j moved by s_k û and
     ask for E, F there (``evaluate``) and, exact engine, for dE/ds (``tangent`` along û e_j); then reduce.
-    The FD engine takes the 5-point stencil on the grid's own energies in the reduce stage (the reference
-    recipe, as ``derivatives._bond_scan_on_grid``)."""
+    The FD engine takes the 5-point stencil on the grid's own energies in the reduce stage
+    (:func:`jaxcert.core.derivatives.derivative_on_grid`, the reference recipe, as
+    ``FiniteDifference.bond_scan(..., on_grid=True)``)."""
     del facts
     engine = cfg.derivatives
 
@@ -172,15 +173,13 @@ def plan(cfg: ConservativenessConfig, facts: stages.Facts):
         E = out.energy
         p = out.forces[:, j] @ u
         if not engine.exact:  # the reference recipe: the 5-point stencil on the grid's own energies
-            g_in = -(E[:-4] - 8 * E[1:-3] + 8 * E[3:-1] - E[4:]) / (12 * h)
-            nan2 = jnp.full((2,), jnp.nan, dt)
-            g = jnp.concatenate([nan2, g_in, nan2])
+            g = -derivative_on_grid(E, h)
             resid = jnp.abs(p[2:-2] - g[2:-2])
-            n_evals = m
+            n_evals = m  # E and F once per grid point; the stencil reuses those energies
         else:
             g = -answers["slope"].energy
             resid = jnp.abs(p - g)
-            n_evals = 2 * m
+            n_evals = m + engine.cost(m)  # E and F per point, plus the engine's jvp of E per point
 
         d = jnp.mean(resid)
         details = {

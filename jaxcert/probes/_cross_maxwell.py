@@ -113,7 +113,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcert.core import batching
-from jaxcert.core.derivatives import EXACT, voigt_strain
+from jaxcert.core.derivatives import EXACT, _central, voigt_strain
 from jaxcert.core.model import Model, strain, voigt
 from jaxcert.core.neighbors import det3, inv3
 from jaxcert.core.structure import Structure
@@ -177,7 +177,8 @@ def energy_torque(engine: Any, model: Model, s: Structure) -> jax.Array:
     """τ = skew(∂E((I + A)R, h(I + A)ᵀ)/∂A at A = 0) in eV, (3, 3) antisymmetric.
 
     Exact engine: one reverse-mode gradient.  Finite differences (any engine with an ``order``):
-    central differences of E along the three rotation generators Ω_k with the engine's step,
+    central differences of E along the three rotation generators Ω_k with the engine's step and stencil
+    (``derivatives._central``, the stencil of every finite-difference engine),
     τ = Σ_k ½ (dE/dt along Ω_k) Ω_k.
     """
     dt = s.positions.dtype
@@ -187,11 +188,8 @@ def energy_torque(engine: Any, model: Model, s: Structure) -> jax.Array:
         return 0.5 * (G - G.T)
     h = engine.h(s)
     O = _rotation_generators(dt)
-    if engine.order == 2:
-        d = batching.vmap(lambda W: (energy(h * W) - energy(-h * W)) / (2 * h), model.max_batch)(O)
-    else:
-        d = batching.vmap(lambda W: (-energy(2 * h * W) + 8 * energy(h * W) - 8 * energy(-h * W)
-                                     + energy(-2 * h * W)) / (12 * h), model.max_batch)(O)
+    zero = jnp.zeros((3, 3), dt)
+    d = batching.vmap(lambda W: _central(energy, zero, W, h, engine.order), model.max_batch)(O)
     return 0.5 * jnp.einsum("k,kab->ab", d, O)
 
 

@@ -166,3 +166,25 @@ def test_stationary_start_and_the_random_sign_start():
     di = (np.asarray(it.structure.positions, np.float64) - R0) / (eps / 8)  # ±4·(ε/8), then 4 steps of ε/8
     np.testing.assert_allclose(di, np.round(di), atol=1e-9)
     assert np.abs(di).max() <= 8 + 1e-9 and np.abs(di).max() > 0
+
+
+@pytest.mark.parametrize("name, n, random_start", [("fgsm", 1, False), ("fgsm", 1, True), ("ifgsm", 4, False),
+                                                   ("ifgsm", 4, True), ("pgd", 4, None)])
+def test_constructors_and_pipeline_spec_share_one_rule(sw_si, name, n, random_start):
+    """fgsm/ifgsm/pgd and the pipeline's AttackSpec read one SignRule: same α, projection and start, same steps."""
+    from jaxcert.attacks.pipeline import AttackSpec, _spec_arrays
+
+    model, s = sw_si
+    loss = losses.energy(model)
+    eps, key = 0.02, jax.random.PRNGKey(7)
+    spec = AttackSpec(name, n, random_start=random_start)
+    make = {"fgsm": lambda: A.fgsm(loss, eps, random_start=bool(random_start)),
+            "ifgsm": lambda: A.ifgsm(loss, eps, n, random_start=bool(random_start)),
+            "pgd": lambda: A.pgd(loss, eps, n)}[name]
+    direct = A.run(make(), s, key)
+    steps, ratio, rs, proj, sign = (x[0] for x in _spec_arrays([spec]))
+    assert spec.rule == A.sign_rule_of(name, n, random_start=bool(random_start))
+    piped = A.run(A.sign_attack(loss, eps, eps * ratio, int(steps), random_start=bool(rs), sign_start=float(sign),
+                                project=bool(proj)), s, key)
+    assert float(direct.alpha) == float(piped.alpha) and bool(direct.project) == bool(piped.project)
+    np.testing.assert_array_equal(np.asarray(direct.structure.positions), np.asarray(piped.structure.positions))

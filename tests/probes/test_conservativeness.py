@@ -126,6 +126,21 @@ def test_fd_engine_is_the_reference_recipe():
     assert float(d32["step_min_for_precision"]) > float(d["step_min_for_precision"])
 
 
+def test_fd_scan_is_the_engines_on_grid_bond_scan():
+    """The probe's FD recipe is the engine's: FiniteDifference.bond_scan(on_grid=True) on the probe's grid gives
+    its energies, projected forces and −dE/ds (one stencil, derivatives.derivative_on_grid); n_evals = M."""
+    s = cluster13()
+    fd = FiniteDifference()
+    r = conservativeness(LJ, None, ConservativenessConfig(derivatives=fd), substrate=s)
+    d = r.details
+    i, j = (int(x) for x in np.asarray(d["bond"]))
+    E, g, p = fd.bond_scan(LJ, s, i, j, d["s_grid"], on_grid=True)
+    np.testing.assert_allclose(np.asarray(E), np.asarray(d["energies"]), rtol=1e-14)
+    np.testing.assert_allclose(np.asarray(p), np.asarray(d["projected_force"]), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(g), np.asarray(d["force_from_energy"]), rtol=1e-9, atol=1e-9)
+    assert int(r.n_evals) == int(d["n_points"])
+
+
 def test_non_gradient_force_heads_fire():
     s = cluster13()
     r = conservativeness(scaled_force_head(LJ, 1.3), None, substrate=s)
