@@ -22,7 +22,9 @@ from jaxcert.controls.benchmark.context import Context
 from jaxcert.core.result import Status
 
 PACKAGE = pathlib.Path(benchmark.__file__).parent
-LAZY = {"_import_bridges"}  # the only function allowed an import (importlib, of jaxcert_bridges)
+#: the only functions allowed an import (importlib): jaxcert_bridges (torch) and ase.build (SciPy, which every
+#: jaxcert command would otherwise pay: the CLI imports this package for the controls subcommand's defaults)
+LAZY = {"_import_bridges", "_ase_bulk"}
 
 
 def test_every_section_is_a_module_with_name_and_run_in_report_order():

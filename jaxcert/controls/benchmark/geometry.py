@@ -7,12 +7,12 @@ structures are scaled and decorated on purpose, and the relaxation guard judges 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import importlib
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import spglib
-from ase.build import bulk
 from ase.data import atomic_numbers
 from ase.formula import Formula
 
@@ -22,6 +22,15 @@ from jaxcert.core.structure import _min_distance as _pair_min_distance
 
 __all__ = ["structure", "scaled", "spacegroup", "primitive", "ref_volume", "common_images", "decorate",
            "min_distance", "reduced"]
+
+
+def _ase_bulk() -> Callable[..., Any]:
+    """``ase.build.bulk``, imported on first use.
+
+    Lazy on purpose: ``ase.build`` imports SciPy (about half a second), and every ``jaxcert`` command imports
+    this package (the ``controls`` subcommand's defaults), so a module-level import would slow them all.
+    """
+    return importlib.import_module("ase.build").bulk
 
 
 def structure(atoms: Any) -> Structure:
@@ -46,7 +55,7 @@ def spacegroup(atoms: Any, symprec: float = 1e-3) -> int:
 def primitive(symbol: str, lattice: str, v0: float) -> Any:
     """The one-atom primitive fcc or bcc cell of ``symbol`` with volume ``v0`` (Å³)."""
     a = (4.0 * v0) ** (1 / 3) if lattice == "fcc" else (2.0 * v0) ** (1 / 3)
-    return bulk(symbol, lattice, a=a)
+    return _ase_bulk()(symbol, lattice, a=a)
 
 
 def ref_volume(rs: dict | None, lattice: str) -> float:
@@ -70,6 +79,7 @@ def decorate(p: Any, metals: Sequence[str]) -> Any:
     a = p.atoms.copy()
     mapping = {atomic_numbers[e]: atomic_numbers[metals[k]] for k, e in enumerate(p.elements)}
     a.numbers = np.array([mapping[z] for z in a.numbers])
+    bulk = _ase_bulk()
     vref = {z: bulk(m).get_volume() / len(bulk(m)) for z, m in ((atomic_numbers[m], m) for m in set(metals))}
     target = float(np.mean([vref[z] for z in a.numbers]))
     return scaled(a, target * len(a) / a.get_volume())

@@ -30,8 +30,9 @@ __all__ = ["ModelLoader", "bridged", "supports", "host_energies", "energies"]
 def _import_bridges(module: str = "jaxcert_bridges") -> types.ModuleType:
     """``jaxcert_bridges`` (or one of its modules), imported only when a bridged model is asked for.
 
-    The one lazy import of the benchmark: the bridges import torch and the checkpoints' packages, which
-    ``import jaxcert`` must not pull in and which may not be installed at all (then ``ImportError``).
+    Lazy on purpose (with ``geometry._ase_bulk``, the benchmark's only lazy imports): the bridges import torch
+    and the checkpoints' packages, which ``import jaxcert`` must not pull in and which may not be installed at
+    all (then ``ImportError``).
     """
     return importlib.import_module(module)
 
