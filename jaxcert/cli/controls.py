@@ -53,7 +53,7 @@ def cmd_controls(a: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's subcommand to the ``jaxcert`` parser."""
-    from jaxcert.controls._benchmark import DEFAULT_MODELS, DEFAULT_PANEL, SECTIONS
+    from jaxcert.controls.benchmark import DEFAULT_MODELS, DEFAULT_PANEL, SECTIONS
 
     c = sub.add_parser(
         "controls", help="offline mini-benchmark of the benchmark controls on reference data in installed packages",

@@ -6,16 +6,6 @@ elastic moduli. Host-side statistics are numpy float64 and vectorised; elastic c
 second derivatives. Private modules, public names re-exported here.
 """
 
-from jaxcert.controls._benchmark import (  # the offline mini-benchmark (docs/controls.md, section 14)
-    COMPARISONS,
-    DEFAULT_MODELS,
-    DEFAULT_PANEL,
-    SECTIONS,
-    BenchmarkConfig,
-    benchmark_html,
-    headline_text,
-    run_benchmark,
-)
 from jaxcert.controls._consensus import (  # the consensus test (docs/controls.md)
     Adjudication,
     ConsensusResult,
@@ -94,6 +84,16 @@ from jaxcert.controls._robust import (  # robust statistics and resampling
     system_split,
     trimmed_mae,
     trimmed_mae_sweep,
+)
+from jaxcert.controls.benchmark import (  # the offline mini-benchmark (docs/controls.md, section 14)
+    COMPARISONS,
+    DEFAULT_MODELS,
+    DEFAULT_PANEL,
+    SECTIONS,
+    BenchmarkConfig,
+    benchmark_html,
+    headline_text,
+    run_benchmark,
 )
 
 __all__ = ["ControlResult", "to_jsonable"]

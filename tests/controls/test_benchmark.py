@@ -76,7 +76,7 @@ def test_quick_run_structure(quick):
     assert r["schema"] == "jaxcert-controls-benchmark/1" and r["complete"] is True
     assert set(r["sections"]) == {"eos", "rung0", "consensus", "hull"}
     for name, sec in r["sections"].items():
-        assert sec["status"] == "done", name
+        assert sec["status"] == "ok", name
         assert any(w in sec["compares"] for w in ("against DFT", "against experiment", "DFT vs experiment",
                                                   "model vs model")), name
     emt = r["sections"]["eos"]["models"]["emt"]
@@ -143,8 +143,8 @@ def test_missing_bridges_are_recorded_and_the_analytic_parts_run(monkeypatch, tm
     r = run_benchmark(BenchmarkConfig(models=("emt", "chgnet"), panel=("chgnet",), sections=("eos", "consensus"),
                                       quick=True, n_boot=200), out_json=str(tmp_path / "m.json"), log=lambda _m: None)
     info = r["models"]["chgnet@float32"]
-    assert info["status"] == "unavailable" and "pip install" in info["reason"] and "bridges" in info["reason"]
-    assert r["sections"]["eos"]["models"]["chgnet@float32"]["status"] == "unavailable"
+    assert info["status"] == "error" and "pip install" in info["reason"] and "bridges" in info["reason"]
+    assert r["sections"]["eos"]["models"]["chgnet@float32"]["status"] == "error"
     assert r["sections"]["eos"]["models"]["emt"]["status"] == "ok"
     assert r["sections"]["consensus"]["status"] == "skipped" and r["complete"] is True
 

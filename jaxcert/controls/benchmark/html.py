@@ -13,10 +13,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from ase.data import atomic_numbers
 
+from jaxcert.core.result import Status
 from jaxcert.report.html import PALETTE, line_plot, linear_ticks, tick_label
 
 __all__ = ["render"]
+
+_OK = Status.OK.value
 
 _CSS = """
 body{font-family:sans-serif;max-width:1200px;margin:1em auto;padding:0 1em;color:#222}
@@ -123,11 +127,11 @@ def _fig(svg: str) -> str:
 
 
 def _ok_models(sec: dict) -> dict[str, dict]:
-    return {m: r for m, r in (sec.get("models") or {}).items() if r.get("status") == "ok"}
+    return {m: r for m, r in (sec.get("models") or {}).items() if r.get("status") == _OK}
 
 
 def _not_ok(sec: dict) -> str:
-    bad = {m: r for m, r in (sec.get("models") or {}).items() if r.get("status") != "ok"}
+    bad = {m: r for m, r in (sec.get("models") or {}).items() if r.get("status") != _OK}
     if not bad:
         return ""
     return "<p>" + "; ".join(f"<b>{_e(m)}</b>: {_e(r.get('status'))} ({_e(r.get('reason', ''))})"
@@ -141,7 +145,7 @@ def _ci(b: dict | None, scale: float = 1.0, spec: str = ".3g") -> str:
 
 
 def _section_head(name: str, title: str, sec: dict) -> str:
-    status = sec.get("status", "not run")
+    status = sec.get("status", "unfinished")
     return (f'<h2 id="{name}">{_e(title)} <small>({_e(status)}, {_num(sec.get("section_wall_s"), ".0f")} s)</small>'
             f'</h2><div class="cmp"><b>Compares:</b> {_e(sec.get("compares", ""))}</div>'
             f'<p class="proto">{_e(sec.get("protocol", ""))}</p>')
@@ -166,8 +170,6 @@ def _eos(sec: dict) -> str:
                        "|V0 err| trimmed (%)", "|B0 err| trimmed (%)", "Δ vs experiment", "Δ − floor",
                        "95 % CI"], rows))
     out.append(_not_ok(sec))
-    from ase.data import atomic_numbers
-
     series = []
     for m, r in _ok_models(sec).items():
         pe = r["per_element"]
@@ -287,7 +289,7 @@ def _consensus(sec: dict) -> str:
                       [[m, i.get("status"), i.get("n_evaluated"), i.get("n_reused_from_eos"),
                         (sec.get("per_model") or {}).get(m, {}).get("median_abs_vs_reference")]
                        for m, i in info.items()]))
-    if sec.get("status") != "done":
+    if sec.get("status") != _OK:
         return "".join(out + [f"<p>{_e(sec.get('reason', ''))}</p>"])
     r = sec["result"]
     out.append(f"<p>min_models = {sec['min_models']}; {r['n_structures']} structures, {r['n_scored']} scored, "
