@@ -47,6 +47,21 @@ def test_integers_and_seeds():
         inputs.number_list("--eps", " , ")
 
 
+def test_one_list_parser_refuses_empty_entries_naming_the_argument():
+    assert inputs.split_list("--x", " a , b ") == ["a", "b"]
+    assert inputs.split_list("--x", ["a ", 2, {"name": "pgd"}]) == ["a", 2, {"name": "pgd"}]
+    assert inputs.split_list("--x", {"name": "pgd"}) == [{"name": "pgd"}] and inputs.split_list("--x", 0.5) == [0.5]
+    assert inputs.split_list("--x", "Si C, Cu", spaces=True) == ["Si", "C", "Cu"]
+    for bad in ("", ",", "a,,b", "a,", [], ["a", " "]):
+        with pytest.raises(InputError, match=r"^--x: got .*; allowed: a non-empty comma-separated list"):
+            inputs.split_list("--x", bad)
+    # every list argument goes through it: a stray comma is refused, never dropped
+    for parse, value in ((inputs.number_list, "0.1,"), (inputs.integer_list, "1,,2"), (inputs.elements, "Si,,C"),
+                         (inputs.name_list, "a,,b")):
+        with pytest.raises(InputError, match="^--arg: .*an empty entry names nothing"):
+            parse("--arg", value)
+
+
 def test_elements():
     assert inputs.elements("--elements", "Si, C,Cu") == ["Si", "C", "Cu"]
     with pytest.raises(InputError, match=r"'Xx'"):

@@ -325,9 +325,10 @@ def _check_sweep(st: dict[str, Any], cfg: dict[str, Any], names: Mapping[str, st
     _text(n["model"], st["model"], optional=False)
     if not isinstance(st["defect"], (str, list)):
         raise InputError(f"{n['defect']}: got {st['defect']!r}; allowed: NAME=STRENGTH defects, a string or a list")
-    st["defect"] = [str(d) for d in inputs.list_items(st["defect"])]
+    st["defect"] = [str(d) for d in inputs.split_list(n["defect"], st["defect"], what="NAME=STRENGTH defects")] \
+        if st["defect"] else []
     st["dtype"] = inputs.choice(n["dtype"], st["dtype"], ("float64", "float32"))
-    st["epsilons"] = _unique_or_fail(n["epsilons"], inputs.number_list(n["epsilons"], st["epsilons"], unit=_EPS_UNIT))
+    st["epsilons"] = inputs.number_list(n["epsilons"], st["epsilons"], unit=_EPS_UNIT)  # each once: _eps_bound
     st["seeds"] = inputs.integer_list(n["seeds"], st["seeds"], seeds=True)
     st["n_steps"] = _steps(n["n_steps"], st["n_steps"])
     if st["alpha_ratio"] is not None:
@@ -364,7 +365,7 @@ def sweep_attacks(x: Any, n_steps: int, alpha_ratio: float | None, random_start:
     specs = []
     if isinstance(x, str):  # the one list parser: ',' and '' name nothing and are refused
         x = inputs.name_list(name, x, ATTACK_NAMES, what="attacks")
-    for item in inputs.list_items(x):
+    for item in inputs.split_list(name, x, what="attacks or attack tables"):
         if isinstance(item, dict):
             extra = set(item) - {"name", "n_steps", "alpha_ratio", "random_start"}
             if extra or "name" not in item:
