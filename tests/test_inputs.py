@@ -157,3 +157,11 @@ def test_progress_on_a_terminal_uses_rich():
 def test_format_seconds():
     assert format_seconds(4.2) == "4 s" and format_seconds(185) == "3 min 05 s"
     assert format_seconds(3720) == "1 h 02 min"
+
+
+def test_output_dir_can_check_without_creating(tmp_path):
+    new = tmp_path / "new"
+    assert inputs.output_dir("--out", str(new), create=False) == str(new) and not new.exists()
+    with pytest.raises(InputError, match="^--out: no such directory"):
+        inputs.output_dir("--out", str(tmp_path / "a" / "b"), create=False)
+    assert inputs.output_dir("--out", str(new)) == str(new) and new.is_dir()

@@ -69,7 +69,7 @@ COMPARISONS = {
 DEFAULT_MODELS = ("emt", "eam", "sw", "chgnet", "sevennet:7net-0")
 DEFAULT_PANEL = ("chgnet", "sevennet:7net-0", "sevennet:7net-0_22may2024", "sevennet:7net-mf-0:PBE",
                  "sevennet:7net-mf-0:R2SCAN", "sevennet:7net-l3i5")
-BRIDGED_HEADS = ("chgnet", "sevennet")
+BRIDGED_HEADS = ("chgnet", "torch-sevennet", "sevennet")
 INSTALL_BRIDGES = ("pip install torch==2.13.0 (the CPU build), then pip install -e 'bridges/[all]' "
                    "(jaxcert-bridges with chgnet and sevenn; README, 'Bridges')")
 SYMPREC = (0.01, 0.05, 0.1)

@@ -294,10 +294,11 @@ def output_file(name: str, path: Any) -> str:
     return p
 
 
-def output_dir(name: str, path: Any) -> str:
+def output_dir(name: str, path: Any, *, create: bool = True) -> str:
     """An output folder, checked before any work: an existing writable directory, or a new one whose parent
     exists (only the last component is created, never a chain of folders above an existing one).  The folder
-    is created here.  Returns the absolute path."""
+    is created here unless ``create`` is False (a command that checks its other arguments first, then calls
+    again to create it).  Returns the absolute path."""
     allowed = "a directory, existing or new inside an existing, writable folder"
     if not isinstance(path, (str, os.PathLike)) or not os.fspath(path).strip():
         raise _fail(name, path, allowed)
@@ -310,6 +311,8 @@ def output_dir(name: str, path: Any) -> str:
             raise InputError(f"{name}: no such directory {parent!r} for {os.fspath(path)!r}; only the last folder "
                              f"is created (allowed: {allowed})")
         _probe_writable(name, parent, "a new folder")
+        if not create:
+            return p
         try:
             os.mkdir(p)
         except OSError as err:
