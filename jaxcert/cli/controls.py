@@ -66,8 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "elastic (K, G of cubic metals, exact and finite-strain routes, against experiment), prototypes (symmetry "
         "retention vs symprec and volume drift on the all-metal AFLOW prototypes), rung0 (Rung-0 and the floor on raw "
         "MP vs experiment; known answer MP2020), consensus (a panel of shipped checkpoints vs raw MP energies, with "
-        "synthetic corruptions), hull (E_hull invariance). Bridged models (chgnet, torch-sevennet) need "
-        "jaxcert-bridges and torch; without them the analytic parts run. See docs/controls.md, section 14.")
+        "synthetic corruptions), hull (E_hull invariance). Bridged models need jaxcert-bridges and torch "
+        "(chgnet, torch-sevennet); without them the analytic parts run. See docs/controls.md, section 14.")
     c.add_argument("--models", default=models,
                    help="comma-separated models for eos, elastic, prototypes: analytic names (`jaxcert models`) or "
                    f"bridged specs such as torch-sevennet:7net-0 (default {models})")
