@@ -8,7 +8,7 @@ Cases (issue 12 item 7):
   (4x4x4; the cell list, ``docs/architecture.md`` "Neighbour lists").
 
 Both models are the same :class:`jaxcert.Model` interface: ``jax.jit(vmap(energy_and_forces_of))`` over a
-padded batch.  The native model (``jaxcert.models.get("sevennet")``) is compiled once per shape, and the
+padded batch.  The native model (``jaxcert.models.get("jax-sevennet")``) is compiled once per shape, and the
 compile time (``lower().compile()``) is recorded apart from the calls; the bridge
 (``jaxcert_bridges.sevennet``, the torch model behind a host callback, ``max_batch`` 64 geometries per torch
 call) is timed the same way.  Each call is timed ``--repeat`` times (best and median kept); the ratio is
@@ -108,7 +108,7 @@ def main() -> None:
 
     load0 = os.getloadavg()
     dtype = np.float32 if a.dtype == "float32" else np.float64
-    native = jaxcert.models.get("sevennet", checkpoint="7net-0")
+    native = jaxcert.models.get("jax-sevennet", checkpoint="7net-0")
     bridge = None
     if not a.skip_bridge:
         import jaxcert_bridges as jb

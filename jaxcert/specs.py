@@ -25,13 +25,14 @@ import importlib
 import os
 import sys
 import warnings
+from typing import Any
 
 from jaxcert import models
 from jaxcert.core import inputs
 from jaxcert.core.model import Model
 
-__all__ = ["BRIDGED", "SpellingWarning", "canonical_spec", "load_model", "load_user_model", "apply_defects",
-           "apply_max_batch"]
+__all__ = ["BRIDGED", "SpellingWarning", "canonical_spec", "canonical_specs", "load_model", "load_user_model",
+           "apply_defects", "apply_max_batch"]
 
 #: Heads of the bridged specs (the torch / ASE models of jaxcert-bridges), as this resolver spells them.
 BRIDGED = ("chgnet", "torch-sevennet", "mace", "orb", "fairchem", "ase")
@@ -49,16 +50,29 @@ def _head(spec: str) -> str:
     return spec.split(":", 1)[0].split("@", 1)[0]
 
 
-def canonical_spec(spec: str) -> tuple[str, str | None]:
+def canonical_spec(spec: str, name: str = "--model") -> tuple[str, str | None]:
     """``(spec in its unambiguous spelling, warning or None)``: ``sevennet:7net-0`` →
-    ``("torch-sevennet:7net-0", "--model sevennet:7net-0 is the torch bridge; spell it torch-sevennet:7net-0 ...")``;
-    every other spec is returned unchanged with no warning."""
+    ``("torch-sevennet:7net-0", "--model sevennet:7net-0 is the torch bridge; spell it torch-sevennet:7net-0 ...")``
+    (the warning names the argument ``name``); every other spec is returned unchanged with no warning."""
     head = _head(spec)
     if head not in BRIDGED_ALIASES:
         return spec, None
     new = BRIDGED_ALIASES[head] + spec[len(head):]
     native = "jax-sevennet" + spec[len(head):].partition("@")[0]
-    return new, (f"--model {spec} is the torch bridge; spell it {new} (the native JAX model is {native})")
+    return new, (f"{name} {spec} is the torch bridge; spell it {new} (the native JAX model is {native})")
+
+
+def canonical_specs(name: str, values: Any, *, warn: bool = True) -> tuple[str, ...]:
+    """A list of model specs (``--models``, ``--panel``, ``--committee``; through
+    :func:`jaxcert.core.inputs.name_list`) in their unambiguous spellings; each old spelling emits one
+    :class:`SpellingWarning` naming ``name`` unless ``warn`` is False (a library default spelled the old way)."""
+    out = []
+    for spec in inputs.name_list(name, values, what="models"):
+        new, note = canonical_spec(spec, name)
+        if note is not None and warn:
+            warnings.warn(note, SpellingWarning, stacklevel=2)
+        out.append(new)
+    return tuple(out)
 
 
 def load_model(spec: str, defects: list[str] | None = None, max_batch: str | int | None = None) -> Model:

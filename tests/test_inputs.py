@@ -47,6 +47,21 @@ def test_integers_and_seeds():
         inputs.number_list("--eps", " , ")
 
 
+def test_one_list_parser_refuses_empty_entries_naming_the_argument():
+    assert inputs.split_list("--x", " a , b ") == ["a", "b"]
+    assert inputs.split_list("--x", ["a ", 2, {"name": "pgd"}]) == ["a", 2, {"name": "pgd"}]
+    assert inputs.split_list("--x", {"name": "pgd"}) == [{"name": "pgd"}] and inputs.split_list("--x", 0.5) == [0.5]
+    assert inputs.split_list("--x", "Si C, Cu", spaces=True) == ["Si", "C", "Cu"]
+    for bad in ("", ",", "a,,b", "a,", [], ["a", " "]):
+        with pytest.raises(InputError, match=r"^--x: got .*; allowed: a non-empty comma-separated list"):
+            inputs.split_list("--x", bad)
+    # every list argument goes through it: a stray comma is refused, never dropped
+    for parse, value in ((inputs.number_list, "0.1,"), (inputs.integer_list, "1,,2"), (inputs.elements, "Si,,C"),
+                         (inputs.name_list, "a,,b")):
+        with pytest.raises(InputError, match="^--arg: .*an empty entry names nothing"):
+            parse("--arg", value)
+
+
 def test_elements():
     assert inputs.elements("--elements", "Si, C,Cu") == ["Si", "C", "Cu"]
     with pytest.raises(InputError, match=r"'Xx'"):
@@ -165,3 +180,11 @@ def test_progress_estimate_counts_down_within_a_step_and_shows_the_phase(monkeyp
     p.phase("compiling")
     assert "compiling c" in out.getvalue().splitlines()[-1]
     assert p.remaining_s() is not None and p.remaining_s() > 0
+
+
+def test_output_dir_can_check_without_creating(tmp_path):
+    new = tmp_path / "new"
+    assert inputs.output_dir("--out", str(new), create=False) == str(new) and not new.exists()
+    with pytest.raises(InputError, match="^--out: no such directory"):
+        inputs.output_dir("--out", str(tmp_path / "a" / "b"), create=False)
+    assert inputs.output_dir("--out", str(new)) == str(new) and new.is_dir()

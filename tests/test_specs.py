@@ -111,3 +111,30 @@ def test_python_registry_name_and_alias():
     assert jaxcert.models._factory("jax-sevennet") is native.sevennet
     with pytest.warns(DeprecationWarning, match="spell it 'jax-sevennet'"):
         assert jaxcert.models._factory("sevennet") is native.sevennet
+
+
+def test_spec_lists_are_spelled_unambiguously():
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        got = specs.canonical_specs("--panel", "chgnet,sevennet:7net-0,torch-sevennet:7net-l3i5")
+        quiet = specs.canonical_specs("--panel", ("emt", "sevennet:7net-0"), warn=False)
+    assert got == ("chgnet", "torch-sevennet:7net-0", "torch-sevennet:7net-l3i5")
+    assert quiet == ("emt", "torch-sevennet:7net-0")
+    assert [x.category for x in w] == [specs.SpellingWarning]
+    assert str(w[0].message).startswith("--panel sevennet:7net-0 is the torch bridge; spell it torch-sevennet:7net-0")
+    with pytest.raises(InputError, match="^--panel: .*an empty entry"):
+        specs.canonical_specs("--panel", "chgnet,,emt")
+
+
+def test_controls_cli_uses_the_new_spelling(capsys):
+    from jaxcert.cli import build_parser
+
+    a = build_parser().parse_args(["controls"])
+    assert "torch-sevennet:7net-0" in a.models.split(",") and "torch-sevennet:7net-l3i5" in a.panel.split(",")
+    assert not [s for s in (*a.models.split(","), *a.panel.split(",")) if s.startswith("sevennet")]
+    # the old spelling still works, with one warning line naming the flag (here a bad --seed ends the run at once)
+    assert main(["controls", "--models", "emt,sevennet:7net-0", "--seed", "-1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0] == ("jaxcert: warning: --models sevennet:7net-0 is the torch bridge; spell it torch-sevennet:7net-0 "
+                      "(the native JAX model is jax-sevennet:7net-0)")
+    assert err[1].startswith("jaxcert: error: --seed: ") and len(err) == 2

@@ -111,8 +111,9 @@ def fairchem(path: str, precision: str | None = None, device: str = "cpu"):
 def load(spec: str):
     """Resolve a CLI ``--model`` spec for a bridged model.
 
-    ``chgnet`` | ``chgnet:r2scan`` | ``sevennet`` | ``sevennet:7net-0`` |
-    ``sevennet:7net-mf-0:PBE`` | ``mace:PATH`` | ``orb:PATH`` | ``fairchem:PATH`` |
+    ``chgnet`` | ``chgnet:r2scan`` | ``torch-sevennet`` | ``torch-sevennet:7net-0`` |
+    ``torch-sevennet:7net-mf-0:PBE`` (``sevennet:...`` is the same bridge; jaxcert's native SevenNet is
+    ``jax-sevennet``) | ``mace:PATH`` | ``orb:PATH`` | ``fairchem:PATH`` |
     ``ase:module:attr`` (an ASE calculator instance or a zero-argument factory).
     Options may follow after ``@``: ``chgnet@float64``, ``chgnet@fd`` (comma-separated:
     ``float32``/``float64`` precision, ``exact``/``fd`` second derivatives).
@@ -131,7 +132,7 @@ def load(spec: str):
     head, _, rest = spec.partition(":")
     if head == "chgnet":
         return chgnet(rest or "0.3.0", **kw)
-    if head == "sevennet":
+    if head in ("torch-sevennet", "sevennet"):
         name, _, modal = rest.partition(":")
         return sevennet(name or "7net-0", modal=modal or None, **kw)
     if head in ("mace", "orb", "fairchem"):
@@ -144,5 +145,5 @@ def load(spec: str):
         obj = getattr(importlib.import_module(mod), attr)
         calc = obj if hasattr(obj, "calculate") and not isinstance(obj, type) else obj()  # instance or factory
         return from_ase_calculator(calc, name=f"ase:{mod}:{attr}")
-    raise ValueError(f"unknown bridged model {spec!r}; use chgnet, sevennet[:name[:modal]], mace:PATH, orb:PATH, "
+    raise ValueError(f"unknown bridged model {spec!r}; use chgnet, torch-sevennet[:name[:modal]], mace:PATH, orb:PATH, "
                      "fairchem:PATH or ase:module:attr")

@@ -16,16 +16,20 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+import numpy as np
+
 from jaxcert.attacks import crystals, metrics, plots
-from jaxcert.attacks.pipeline import OPTIMIZERS, AttackSpec, check_attackable
-from jaxcert.attacks.sweep import check_store
+from jaxcert.attacks.pipeline import OPTIMIZERS, AttackSpec, PipelineConfig, check_attackable, check_relative
+from jaxcert.attacks.sweep import Store, check_store
 from jaxcert.core import inputs
 from jaxcert.core.inputs import InputError
+from jaxcert.core.structure import Structure
 
 __all__ = ["ATTACK_NAMES", "MAX_STEPS", "MAX_RATTLE", "MAX_MIN_LENGTH", "MAX_EPS_A", "MAX_EPS_RELATIVE",
            "MAX_ALPHA_RATIO", "SWEEP_DEFAULTS", "SWEEP_CONFIG", "SweepConfig", "load_sweep_config",
            "read_sweep_toml", "check_attack_args", "load_structure", "check_outputs", "read_contour",
-           "sweep_attacks", "sweep_structures", "check_sweep_outputs", "plot_metrics"]
+           "sweep_attacks", "sweep_structures", "check_sweep_outputs", "plot_metrics", "AttackInputs",
+           "prepare_attack", "SweepInputs", "prepare_sweep", "half_cell_warning", "stored_rows"]
 
 ATTACK_NAMES = ("fgsm", "ifgsm", "pgd")
 #: What ``--eps`` allows, for the messages.
@@ -126,6 +130,60 @@ def check_attack_args(a: Any) -> dict[str, Any]:
         raise InputError("--alpha-ratio applies to pgd only (fgsm steps eps, ifgsm eps/n), as in the reference CLI")
     _eps_bound("--eps", out["eps"], bool(a.relative))
     return out
+
+
+@dataclass(frozen=True)
+class AttackInputs:
+    """Everything ``jaxcert attack`` runs on, checked before any computation (:func:`prepare_attack`).
+
+    ``atoms``: the structure (``ase.Atoms``, rattled when asked, provenance in ``info``); ``specs`` and
+    ``pipeline``: what :func:`~jaxcert.attacks.run_grid` takes; ``eps``, ``seeds``: the grid;
+    ``structure_info`` and ``extra_config``: what the :class:`~jaxcert.attacks.AttackReport` records of how the
+    structure was built and of the settings :class:`~jaxcert.attacks.PipelineConfig` does not hold.
+    """
+
+    atoms: Any
+    specs: tuple[AttackSpec, ...]
+    pipeline: PipelineConfig
+    eps: list[float]
+    seeds: list[int]
+    structure_info: dict[str, Any]
+    extra_config: dict[str, Any]
+
+
+def prepare_attack(a: Any) -> AttackInputs:
+    """Check every argument of ``jaxcert attack`` and build its structure (docs/attacks.md §7, §8).
+
+    ``a`` has the attributes of the parsed command line: those of :func:`check_attack_args` and ``structure``,
+    ``dtype``, ``json``, ``optimizer``, ``loss``, ``random_start``.  The ``--json`` file is checked (not
+    written); the model is not loaded.
+
+    Raises:
+      InputError: a bad argument, named by its flag.
+    """
+    v = check_attack_args(a)
+    inputs.choice("--dtype", a.dtype, ("float64", "float32"))
+    optimizer = inputs.choice("--optimizer", a.optimizer, OPTIMIZERS)
+    loss = inputs.choice("--loss", a.loss, ("energy", "force_norm"))
+    check_outputs([("--json", a.json)])
+    atoms = load_structure("--structure", a.structure, v["min_length"])
+    check_relative("--relative", atoms, bool(a.relative))
+    if v["rattle"] > 0:
+        atoms.rattle(v["rattle"], seed=v["rattle_seed"])
+    random_start = bool(a.random_start)
+    specs = tuple(AttackSpec(n, 1 if n == "fgsm" else v["n_steps"], v["alpha_ratio"] if n == "pgd" else None,
+                             True if (random_start and n != "pgd") else None) for n in v["names"])
+    pipeline = PipelineConfig(fmax=v["fmax"], max_steps=v["max_steps"], optimizer=optimizer, loss=loss,
+                              relative=bool(a.relative))
+    info = {"spec": a.structure, "source": atoms.info.get("jaxcert_source"),
+            "formula": atoms.get_chemical_formula(), "n_atoms": len(atoms),
+            "repeats": list(atoms.info.get("supercell", (1, 1, 1))),
+            "min_length_A": atoms.info.get("min_length_A", v["min_length"]),
+            "cell_lengths_A": np.linalg.norm(atoms.get_cell().array, axis=1).tolist(),
+            "pbc": [bool(p) for p in atoms.get_pbc()], "rattle_A": v["rattle"], "rattle_seed": v["rattle_seed"]}
+    extra = {"rattle": v["rattle"], "rattle_seed": v["rattle_seed"], "min_length": v["min_length"],
+             "random_start": random_start}
+    return AttackInputs(atoms, specs, pipeline, v["eps"], v["seeds"], info, extra)
 
 
 def _eps_bound(name: str, values: list[float], relative: bool) -> list[float]:
@@ -325,9 +383,10 @@ def _check_sweep(st: dict[str, Any], cfg: dict[str, Any], names: Mapping[str, st
     _text(n["model"], st["model"], optional=False)
     if not isinstance(st["defect"], (str, list)):
         raise InputError(f"{n['defect']}: got {st['defect']!r}; allowed: NAME=STRENGTH defects, a string or a list")
-    st["defect"] = [str(d) for d in inputs.list_items(st["defect"])]
+    st["defect"] = [str(d) for d in inputs.split_list(n["defect"], st["defect"], what="NAME=STRENGTH defects")] \
+        if st["defect"] else []
     st["dtype"] = inputs.choice(n["dtype"], st["dtype"], ("float64", "float32"))
-    st["epsilons"] = _unique_or_fail(n["epsilons"], inputs.number_list(n["epsilons"], st["epsilons"], unit=_EPS_UNIT))
+    st["epsilons"] = inputs.number_list(n["epsilons"], st["epsilons"], unit=_EPS_UNIT)  # each once: _eps_bound
     st["seeds"] = inputs.integer_list(n["seeds"], st["seeds"], seeds=True)
     st["n_steps"] = _steps(n["n_steps"], st["n_steps"])
     if st["alpha_ratio"] is not None:
@@ -364,7 +423,7 @@ def sweep_attacks(x: Any, n_steps: int, alpha_ratio: float | None, random_start:
     specs = []
     if isinstance(x, str):  # the one list parser: ',' and '' name nothing and are refused
         x = inputs.name_list(name, x, ATTACK_NAMES, what="attacks")
-    for item in inputs.list_items(x):
+    for item in inputs.split_list(name, x, what="attacks or attack tables"):
         if isinstance(item, dict):
             extra = set(item) - {"name", "n_steps", "alpha_ratio", "random_start"}
             if extra or "name" not in item:
@@ -427,6 +486,80 @@ def check_sweep_outputs(st: Mapping[str, Any], names: Mapping[str, str]) -> list
     if not st["dry_run"]:
         inputs.output_dir(names["db"] + " (arrays folder)", arrays)
     return contour
+
+
+@dataclass(frozen=True)
+class SweepInputs:
+    """What ``jaxcert sweep`` runs, checked before any computation (:func:`prepare_sweep`).
+
+    ``specs``: the attacks; ``atoms``: label → ``ase.Atoms`` (provenance in ``info``, which enters the run keys);
+    ``pipeline``: the relaxation settings; ``contour``: the ``contour`` document for the plots, or None;
+    ``warnings``: what the user should know before the runs start (one line each).
+    """
+
+    specs: tuple[AttackSpec, ...]
+    atoms: dict[str, Any]
+    pipeline: PipelineConfig
+    contour: list | None
+    warnings: tuple[str, ...]
+
+
+def prepare_sweep(conf: SweepConfig, dtype: Any) -> SweepInputs:
+    """Build and check everything a sweep of ``conf`` needs but the model: attacks, structures (each converted to
+    a :class:`~jaxcert.core.structure.Structure` of ``dtype`` once, so that a bad distance or cell is refused
+    now), ε relative to the lattice only on fully periodic structures, then the outputs (last: it may create the
+    plots and arrays folders, so a refusal above creates nothing).
+
+    Raises:
+      InputError: a bad setting, named as in ``conf.names``.
+    """
+    st, names = conf.settings, conf.names
+    specs = sweep_attacks(st["attacks"], st["n_steps"], st["alpha_ratio"], st["random_start"], names["attacks"])
+    atoms = sweep_structures(st, names["structures"], names["min_length"])
+    pipeline = PipelineConfig(**conf.pipeline)
+    for lab, x in atoms.items():
+        check_relative(f"{names['config.relative']} ({lab!r})", x, pipeline.relative)
+        Structure.from_ase(x, dtype=dtype)
+    contour = check_sweep_outputs(st, names)
+    note = half_cell_warning(atoms, max(st["epsilons"]), pipeline.relative)
+    return SweepInputs(specs, atoms, pipeline, contour, () if note is None else (note,))
+
+
+def half_cell_warning(atoms: Mapping[str, Any], eps_max: float, relative: bool) -> str | None:
+    """A warning when the largest ε exceeds half the smallest periodic lattice vector of some structure (atoms can
+    then be moved across the cell and into each other's images; such runs are flagged
+    ``epsilon_exceeds_half_cell``), else None.  Non-periodic axes have no period and are not compared."""
+    over = []
+    for lab, x in atoms.items():
+        pbc = np.asarray(x.get_pbc(), bool)
+        if not pbc.any():
+            continue
+        length = float(np.min(np.linalg.norm(x.get_cell().array, axis=1)[pbc]))
+        if eps_max * (length if relative else 1.0) > 0.5 * length:
+            over.append(f"{lab} (L/2 = {0.5 * length:.3g} Å)")
+    if not over:
+        return None
+    return (f"the largest eps exceeds half the smallest lattice vector of {len(over)} of {len(atoms)} structure(s), "
+            f"e.g. {', '.join(over[:3])}: atoms can be moved across the cell and into each other; those runs are "
+            "flagged epsilon_exceeds_half_cell")
+
+
+def stored_rows(db: str, *, model: str | None = None, dtype: str | None = None, name: str = "DB") -> list:
+    """The finished runs of an existing sweep store (``plot-sweep``), optionally of one model and dtype.  The store
+    is opened only if it is a jaxcert store and never created.
+
+    Raises:
+      InputError: no such file, not a jaxcert store, a bad ``dtype``, or no finished run matches.
+    """
+    if not os.path.exists(db):
+        raise InputError(f"{name}: no such store: {db!r}")
+    if dtype:
+        inputs.choice("--dtype", dtype, ("float64", "float32"))
+    where = {k: v for k, v in (("model", model), ("dtype", dtype)) if v}
+    rows = Store(db, name=name, create=False).rows(**where)
+    if not rows:
+        raise InputError(f"{name}: {db} has no finished runs" + (f" for {where}" if where else ""))
+    return rows
 
 
 def plot_metrics(name: str, value: Any, rows: list) -> tuple[str, ...]:

@@ -50,7 +50,7 @@ import numpy as np
 
 from jaxcert.attacks._mp2d import CRYSTALS, Crystal
 from jaxcert.attacks.sei import SEI
-from jaxcert.core.inputs import InputError, list_items
+from jaxcert.core.inputs import InputError, split_list
 
 __all__ = ["Crystal", "CRYSTALS", "SETS", "SUPERCELL_REPEATS", "ELEMENT_MIN_LENGTH", "build", "element_cell",
            "names", "repeats_for_length", "resolve", "supercell", "table", "MAX_SUPERCELL_ATOMS",
@@ -96,7 +96,7 @@ def resolve(spec: str | Sequence[str]) -> list[str]:
     first occurrence kept.
     """
     out: list[str] = []
-    for item in map(str, list_items(spec)):
+    for item in map(str, split_list("structures", spec, what="set names or crystal labels")):
         out.extend(names(item) if item in (*SETS, "all") else [item])
     return list(dict.fromkeys(out))
 

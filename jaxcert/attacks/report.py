@@ -22,7 +22,8 @@ from jaxcert.attacks.pipeline import GridResult
 from jaxcert.core.device import machine
 from jaxcert.core.result import Result, to_jsonable
 
-__all__ = ["AttackReport", "TABLE_METRICS", "METRIC_UNITS"]
+__all__ = ["AttackReport", "TABLE_METRICS", "METRIC_UNITS", "sweep_warnings", "sweep_document",
+           "write_sweep_json"]
 
 #: The metrics :meth:`AttackReport.table` prints per run, immediate and after the second relaxation.
 TABLE_METRICS = (
@@ -127,3 +128,46 @@ class AttackReport(Result):
                 lines.append(f"  {name:<30}{'fraction (symprec Å)':<22}{v1:>14.6g}{v2:>14.6g}")
             lines.extend(f"  warning: {w}" for w in r["warnings"])
         return "\n".join(lines)
+
+
+def sweep_warnings(rows: list[dict[str, Any]]) -> list[str]:
+    """One warning per kind over a sweep's stored rows: runs that started at a stationary point without a random
+    start (FGSM/I-FGSM moved nothing there or followed round-off), ε above half the smallest lattice vector,
+    non-finite energies or positions."""
+    out: list[str] = []
+    n = len(rows)
+    still = [r for r in rows if r.get("stationary_start") and r.get("random_start") == "none"]
+    big = [r for r in rows if r.get("epsilon_exceeds_half_cell")]
+    bad = [r for r in rows if r.get("nonfinite")]
+    if still:
+        labels = sorted({r["structure"] for r in still})
+        out.append(f"{len(still)} of {n} runs started at a stationary point (the attack gradient at the reference "
+                   f"is below its tolerance, e.g. {', '.join(labels[:3])}), and FGSM/I-FGSM without a random start "
+                   "moved nothing there or followed round-off; rerun with --random-start")
+    if big:
+        labels = sorted({r["structure"] for r in big})
+        out.append(f"{len(big)} of {n} runs have eps above half the smallest lattice vector (e.g. "
+                   f"{', '.join(labels[:3])}): atoms can be moved across the cell and into each other's periodic "
+                   "images (rows flagged epsilon_exceeds_half_cell)")
+    if bad:
+        out.append(f"{len(bad)} of {n} runs have non-finite energies or positions (rows flagged nonfinite)")
+    return out
+
+
+def sweep_document(counts: dict[str, Any], config: Any, atoms: dict[str, Any], rows: list[dict[str, Any]]
+                   ) -> dict[str, Any]:
+    """The ``jaxcert-sweep/1`` document: run counts, the pipeline settings, the structures (label → how each was
+    built) and every stored row (strict JSON after :func:`~jaxcert.report.to_jsonable`)."""
+    built = {lab: {"source": x.info.get("jaxcert_source"), "formula": x.get_chemical_formula(), "n_atoms": len(x),
+                   "repeats": list(x.info.get("supercell", (1, 1, 1)))} for lab, x in atoms.items()}
+    return to_jsonable({"schema": "jaxcert-sweep/1", "counts": counts, "config": vars(config),
+                        "structures": list(atoms), "structure_info": built, "runs": rows})
+
+
+def write_sweep_json(path: str, counts: dict[str, Any], config: Any, atoms: dict[str, Any],
+                     rows: list[dict[str, Any]]) -> None:
+    """Write :func:`sweep_document` to ``path`` atomically (a temporary file renamed over it)."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as fh:
+        json.dump(sweep_document(counts, config, atoms, rows), fh, indent=2, allow_nan=False)
+    os.replace(tmp, path)

@@ -10,9 +10,9 @@ import argparse
 from typing import Any
 
 from jaxcert.core import inputs
-from jaxcert.specs import BRIDGED, load_model
+from jaxcert.specs import load_model
 
-__all__ = ["BRIDGED", "set_dtype", "load_model", "model_args"]
+__all__ = ["set_dtype", "load_model", "model_args"]
 
 
 def set_dtype(name: str) -> Any:

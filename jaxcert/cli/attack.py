@@ -1,94 +1,73 @@
 """``jaxcert attack``, ``jaxcert sweep`` and ``jaxcert plot-sweep`` (relax → attack → relax; docs/attacks.md).
 
-Every numeric argument is checked with :mod:`jaxcert.core.inputs` before any computation, and a bad one ends the
-command with one line naming the argument, the value and what is allowed (exit 2; docs/attacks.md §8).
-Structures (docs/attacks.md §7): a file goes through :func:`jaxcert.core.inputs.read_atoms`; an element symbol
-becomes its conventional cell repeated to every lattice vector ≥ ``--min-length`` Å
-(:func:`jaxcert.attacks.crystals.element_cell`); a cell of one atom is refused.
+Argument definitions, calls into :mod:`jaxcert.attacks` and printing.  Every argument is checked by the library
+before any computation (:func:`jaxcert.attacks.config.prepare_attack`, :func:`~jaxcert.attacks.config.
+load_sweep_config` and :func:`~jaxcert.attacks.config.prepare_sweep`, :func:`~jaxcert.attacks.config.stored_rows`),
+and a bad one ends the command with one line naming the argument, the value and what is allowed (exit 2;
+docs/attacks.md §8).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
-from typing import Any
 
-import numpy as np
-
-from jaxcert.attacks import AttackSpec, PipelineConfig, plots, run_grid
+from jaxcert.attacks import plots, run_grid
 from jaxcert.attacks.config import (
     SWEEP_CONFIG,
     SWEEP_DEFAULTS,
-    check_attack_args,
-    check_outputs,
-    check_sweep_outputs,
-    load_structure,
     load_sweep_config,
     plot_metrics,
+    prepare_attack,
+    prepare_sweep,
     read_contour,
-    sweep_attacks,
-    sweep_structures,
+    stored_rows,
 )
-from jaxcert.attacks.pipeline import OPTIMIZERS, check_relative
-from jaxcert.attacks.report import AttackReport
+from jaxcert.attacks.pipeline import OPTIMIZERS
+from jaxcert.attacks.report import AttackReport, sweep_warnings, write_sweep_json
 from jaxcert.attacks.sweep import Store, SweepProgress, sweep
 from jaxcert.cli._common import load_model, model_args, set_dtype
 from jaxcert.core import inputs
 from jaxcert.core.inputs import InputError
 from jaxcert.core.structure import Structure
 from jaxcert.progress import StepProgress
-from jaxcert.report import to_jsonable
 
 __all__ = ["cmd_attack", "cmd_sweep", "cmd_plot_sweep", "register"]
 
 
-def _print_warnings(warnings: list[str], indent: str = "  ", stream: Any = None) -> None:
-    for w in warnings:
-        print(f"{indent}warning: {w}", file=stream or sys.stdout)
+def _warn(lines: list[str] | tuple[str, ...]) -> None:
+    for line in lines:
+        print(f"warning: {line}", file=sys.stderr)
 
 
 def cmd_attack(a: argparse.Namespace) -> int:
     """``jaxcert attack``: relax → attack → relax one structure, both stages' metrics (docs/attacks.md §2)."""
-    v = check_attack_args(a)
-    inputs.choice("--dtype", a.dtype, ("float64", "float32"))
-    check_outputs([("--json", a.json)])
-    atoms = load_structure("--structure", a.structure, v["min_length"])
-    check_relative("--relative", atoms, bool(a.relative))
-    if v["rattle"] > 0:
-        atoms.rattle(v["rattle"], seed=v["rattle_seed"])
+    job = prepare_attack(a)
     dtype = set_dtype(a.dtype)
     model = load_model(a.model, a.defect, a.max_batch)
-    s = Structure.from_ase(atoms, dtype=dtype)
-    specs = tuple(AttackSpec(n, 1 if n == "fgsm" else v["n_steps"], v["alpha_ratio"] if n == "pgd" else None,
-                             True if (a.random_start and n != "pgd") else None) for n in v["names"])
-    cfg = PipelineConfig(fmax=v["fmax"], max_steps=v["max_steps"], optimizer=a.optimizer, loss=a.loss,
-                         relative=a.relative)
+    s = Structure.from_ase(job.atoms, dtype=dtype)
     # progress per phase (stderr; a rich bar on a terminal, one line per phase otherwise): the attacks and the
     # second relaxations are one compiled program, so they are one phase
     progress = None if a.quiet else StepProgress(["relax", "attack + relax", "metrics"],
                                                  {"relax": 1.0, "attack + relax": 2.0, "metrics": 1.0},
-                                                 label=f"attack {len(atoms)} atoms")
+                                                 label=f"attack {len(job.atoms)} atoms")
     phase = None if progress is None else (lambda name: progress(name, 0, 0, 0.0))
     t0 = time.perf_counter()
     try:
-        g = run_grid(model, [s], v["eps"], v["seeds"], attacks=specs, config=cfg, progress=phase)
+        g = run_grid(model, [s], job.eps, job.seeds, attacks=job.specs, config=job.pipeline, progress=phase)
         wall = time.perf_counter() - t0
         if phase is not None:
             phase("metrics")
-        info = _attack_info(a, atoms, v)
-        report = AttackReport.from_grid(g, model.name, structure=info, wall_s=wall, extra_config={
-            "rattle": v["rattle"], "rattle_seed": v["rattle_seed"], "min_length": v["min_length"],
-            "random_start": bool(a.random_start)})
+        report = AttackReport.from_grid(g, model.name, structure=job.structure_info, wall_s=wall,
+                                        extra_config=job.extra_config)
         if phase is not None:
             phase("done")
     finally:
         if progress is not None:
             progress.close()
-    first = report.first_relaxation[0]
-    print(f"{model.name} on {info['formula']} ({len(atoms)} atoms, {info['source']}); first relaxation: "
+    first, info = report.first_relaxation[0], job.structure_info
+    print(f"{model.name} on {info['formula']} ({info['n_atoms']} atoms, {info['source']}); first relaxation: "
           f"{first['steps']} steps, converged={first['converged']}")
     print(report.table())
     if a.json:
@@ -97,82 +76,29 @@ def cmd_attack(a: argparse.Namespace) -> int:
     return 0
 
 
-def _attack_info(a: argparse.Namespace, atoms: Any, v: dict[str, Any]) -> dict[str, Any]:
-    """``structure_info`` of the attack report: what was built and how."""
-    return {"spec": a.structure, "source": atoms.info.get("jaxcert_source"), "formula": atoms.get_chemical_formula(),
-            "n_atoms": len(atoms), "repeats": list(atoms.info.get("supercell", (1, 1, 1))),
-            "min_length_A": atoms.info.get("min_length_A", v["min_length"]),
-            "cell_lengths_A": np.linalg.norm(atoms.get_cell().array, axis=1).tolist(),
-            "pbc": [bool(p) for p in atoms.get_pbc()],
-            "rattle_A": v["rattle"], "rattle_seed": v["rattle_seed"]}
-
-def _sweep_summary(rows: list[dict[str, Any]]) -> None:
-    """One warning line per kind over the sweep's stored rows (stderr)."""
-    if not rows:
-        return
-    n = len(rows)
-    still = [r for r in rows if r.get("stationary_start") and r.get("random_start") == "none"]
-    big = [r for r in rows if r.get("epsilon_exceeds_half_cell")]
-    bad = [r for r in rows if r.get("nonfinite")]
-    if still:
-        labels = sorted({r["structure"] for r in still})
-        print(f"warning: {len(still)} of {n} runs started at a stationary point (the attack gradient at the reference "
-              f"is below its tolerance, e.g. {', '.join(labels[:3])}), and FGSM/I-FGSM without a random start moved "
-              "nothing there or followed round-off; rerun with --random-start", file=sys.stderr)
-    if big:
-        labels = sorted({r["structure"] for r in big})
-        print(f"warning: {len(big)} of {n} runs have eps above half the smallest lattice vector (e.g. "
-              f"{', '.join(labels[:3])}): atoms can be moved across the cell and into each other's periodic images "
-              "(rows flagged epsilon_exceeds_half_cell)", file=sys.stderr)
-    if bad:
-        print(f"warning: {len(bad)} of {n} runs have non-finite energies or positions (rows flagged nonfinite)",
-              file=sys.stderr)
-
-
 def cmd_sweep(a: argparse.Namespace) -> int:
     """``jaxcert sweep [sweep.toml] [flags]``: resumable sweep into an SQLite store (+ NPZ arrays, export, plots)."""
     conf = load_sweep_config(a.config, vars(a))
-    st, cfg_kw, names = dict(conf.settings), dict(conf.pipeline), conf.names
-    specs = sweep_attacks(st["attacks"], st["n_steps"], st["alpha_ratio"], st["random_start"], names["attacks"])
-    atoms = sweep_structures(st, names["structures"], names["min_length"])
-    if cfg_kw.get("relative"):
-        for lab, x in atoms.items():
-            check_relative(f"{names['config.relative']} ({lab!r})", x, True)
-    contour = check_sweep_outputs(st, names)  # after every input check: it may create the plots and arrays folders
+    st = conf.settings
     dtype = set_dtype(st["dtype"])
-    cfg = PipelineConfig(**cfg_kw)
+    job = prepare_sweep(conf, dtype)
     model = load_model(st["model"], st["defect"],
                        getattr(a, "max_batch", None))  # a memory budget only: not part of the run keys
-    for x in atoms.values():  # the structure checks (distances, cell) before anything is computed
-        Structure.from_ase(x, dtype=dtype)
-    eps_max = max(st["epsilons"])
-    over = []
-    for lab, x in atoms.items():
-        pbc = np.asarray(x.get_pbc(), bool)
-        if not pbc.any():
-            continue
-        L = float(np.min(np.linalg.norm(x.get_cell().array, axis=1)[pbc]))  # lattice periods: periodic axes only
-        if (eps_max * (L if cfg.relative else 1.0)) > 0.5 * L:
-            over.append(f"{lab} (L/2 = {0.5 * L:.3g} Å)")
-    if over:
-        print(f"warning: the largest eps exceeds half the smallest lattice vector of {len(over)} of {len(atoms)} "
-              f"structure(s), e.g. {', '.join(over[:3])}: atoms can be moved across the cell and into each other; "
-              "those runs are flagged epsilon_exceeds_half_cell", file=sys.stderr)
-    store = Store(st["db"], name=names["db"])
+    _warn(job.warnings)
+    store = Store(st["db"], name=conf.names["db"])
     progress = None if st["quiet"] else SweepProgress()
     try:
         # ase.Atoms, so that the rows record how each structure was built and an element cell's tag enters the keys
-        counts = sweep(model, atoms, st["epsilons"], st["seeds"], attacks=specs, config=cfg, store=store,
-                       chunk=st["chunk"], max_chunks=st["max_chunks"], dry_run=st["dry_run"], progress=progress,
-                       dtype=dtype, executor=st["executor"], scheduler=st["scheduler"])
+        counts = sweep(model, job.atoms, st["epsilons"], st["seeds"], attacks=job.specs, config=job.pipeline,
+                       store=store, chunk=st["chunk"], max_chunks=st["max_chunks"], dry_run=st["dry_run"],
+                       progress=progress, dtype=dtype, executor=st["executor"], scheduler=st["scheduler"])
     except ImportError as err:
         raise InputError(f"jaxcert sweep: {err}") from None
     finally:
         if progress is not None:
             progress.close()
     print(f"{st['db']}: {counts}")
-    mine = [r for r in store.rows(model=model.name, dtype=st["dtype"]) if r["structure"] in atoms]
-    _sweep_summary(mine)
+    _warn(sweep_warnings([r for r in store.rows(model=model.name, dtype=st["dtype"]) if r["structure"] in job.atoms]))
     if st["export"]:
         try:
             n = store.export(st["export"])
@@ -180,40 +106,22 @@ def cmd_sweep(a: argparse.Namespace) -> int:
             raise InputError(f"jaxcert sweep: {err}") from None
         print(f"wrote {n} rows to {st['export']}")
     if st["plots"]:
-        files = _plot_rows(store.rows(), st["plots"], contour)
+        files = plots.write_plots(store.rows(), st["plots"], metrics=plots.PLOT_METRICS, contour=job.contour)
         print(f"wrote {len(files)} files to {st['plots']}")
     if st["json"]:
-
-        built = {lab: {"source": x.info.get("jaxcert_source"), "formula": x.get_chemical_formula(),
-                       "n_atoms": len(x), "repeats": list(x.info.get("supercell", (1, 1, 1)))}
-                 for lab, x in atoms.items()}
-        with open(st["json"], "w") as fh:
-            json.dump(to_jsonable({"schema": "jaxcert-sweep/1", "counts": counts, "config": vars(cfg),
-                                   "structures": list(atoms), "structure_info": built,
-                                   "runs": store.rows()}), fh, indent=2, allow_nan=False)
+        write_sweep_json(st["json"], counts, job.pipeline, job.atoms, store.rows())
         print(f"wrote {st['json']}")
     return 0
-
-def _plot_rows(rows: list, out: str, contour: list | None, metrics: tuple[str, ...] = plots.PLOT_METRICS) -> list:
-    return plots.write_plots(rows, out, metrics=metrics, contour=contour)
 
 
 def cmd_plot_sweep(a: argparse.Namespace) -> int:
     """``jaxcert plot-sweep DB --out DIR``: metric-vs-ε figures of a sweep store (opened only if it is a jaxcert
     store; never created)."""
-    if not os.path.exists(a.db):
-        raise InputError(f"DB: no such store: {a.db!r}")
     contour = read_contour("--contour", a.contour)
-    if a.dtype:
-        inputs.choice("--dtype", a.dtype, ("float64", "float32"))
-    store = Store(a.db, name="DB", create=False)
-    where = {k: v for k, v in (("model", a.model), ("dtype", a.dtype)) if v}
-    rows = store.rows(**where)
-    if not rows:
-        raise InputError(f"DB: {a.db} has no finished runs" + (f" for {where}" if where else ""))
+    rows = stored_rows(a.db, model=a.model, dtype=a.dtype)
     chosen = plot_metrics("--metrics", a.metrics, rows)
     inputs.output_dir("--out", a.out)
-    files = _plot_rows(rows, a.out, contour, chosen)
+    files = plots.write_plots(rows, a.out, metrics=chosen, contour=contour)
     print(f"wrote {len(files)} files to {a.out}")
     return 0
 

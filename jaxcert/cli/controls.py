@@ -1,6 +1,8 @@
 """``jaxcert controls``: the offline mini-benchmark of the benchmark controls (docs/controls.md, section 14).
 
-Argument parsing only: the work is :func:`jaxcert.controls.run_benchmark`.
+Argument definitions, the checks of :mod:`jaxcert.core.inputs`, and :func:`jaxcert.controls.run_benchmark`.
+Model specs are spelled as everywhere else (:func:`jaxcert.specs.canonical_specs`: ``torch-sevennet:...`` is the
+torch bridge; the old ``sevennet:...`` still is, with one warning line).
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from jaxcert.core import inputs
+from jaxcert.specs import canonical_specs
 
 __all__ = ["cmd_controls", "register"]
 
@@ -18,8 +21,8 @@ def cmd_controls(a: argparse.Namespace) -> int:
 
     sections = tuple(inputs.name_list("--sections", a.sections, SECTIONS, what="sections")) \
         if a.sections is not None else SECTIONS
-    models = tuple(inputs.name_list("--models", a.models, what="models"))
-    panel = tuple(inputs.name_list("--panel", a.panel, what="models"))
+    models = canonical_specs("--models", a.models)
+    panel = canonical_specs("--panel", a.panel)
     seed = inputs.seed("--seed", a.seed)
     n_boot = inputs.integer("--n-boot", a.n_boot, minimum=100)
     max_steps = inputs.integer("--max-steps", a.max_steps, minimum=1)
@@ -55,20 +58,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's subcommand to the ``jaxcert`` parser."""
     from jaxcert.controls.benchmark import DEFAULT_MODELS, DEFAULT_PANEL, SECTIONS
 
+    models = ",".join(canonical_specs("--models", DEFAULT_MODELS, warn=False))
+    panel = ",".join(canonical_specs("--panel", DEFAULT_PANEL, warn=False))
     c = sub.add_parser(
         "controls", help="offline mini-benchmark of the benchmark controls on reference data in installed packages",
         description="Sections: eos (EOS of the dcdft set vs WIEN2k, against DFT; WIEN2k vs experiment as the floor), "
         "elastic (K, G of cubic metals, exact and finite-strain routes, against experiment), prototypes (symmetry "
         "retention vs symprec and volume drift on the all-metal AFLOW prototypes), rung0 (Rung-0 and the floor on raw "
         "MP vs experiment; known answer MP2020), consensus (a panel of shipped checkpoints vs raw MP energies, with "
-        "synthetic corruptions), hull (E_hull invariance). Bridged models (chgnet, sevennet) need jaxcert-bridges "
-        "and torch; without them the analytic parts run. See docs/controls.md, section 14.")
-    c.add_argument("--models", default=",".join(DEFAULT_MODELS),
+        "synthetic corruptions), hull (E_hull invariance). Bridged models need jaxcert-bridges and torch "
+        "(chgnet, torch-sevennet); without them the analytic parts run. See docs/controls.md, section 14.")
+    c.add_argument("--models", default=models,
                    help="comma-separated models for eos, elastic, prototypes: analytic names (`jaxcert models`) or "
-                   f"bridged specs (default {','.join(DEFAULT_MODELS)})")
-    c.add_argument("--panel", default=",".join(DEFAULT_PANEL),
+                   f"bridged specs such as torch-sevennet:7net-0 (default {models})")
+    c.add_argument("--panel", default=panel,
                    help="comma-separated consensus panel; every member that loads is used and min_models is their "
-                   f"number (default {','.join(DEFAULT_PANEL)})")
+                   f"number (default {panel})")
     c.add_argument("--sections", default=None, help=f"comma-separated subset of {','.join(SECTIONS)} (default: all)")
     c.add_argument("--quick", action="store_true", help="a small run (3 elements, 3 metals, 3 prototypes) for tests")
     c.add_argument("--json", help="write the report here (rewritten after every section and model)")

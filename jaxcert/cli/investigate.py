@@ -1,7 +1,8 @@
 """``jaxcert investigate``: failure-mode search with a committee (docs/detective.md §8).
 
-Argument parsing and validation only: the work is :func:`jaxcert.detective.investigate`.  Exit codes: 0 the
-search ran (escalated or not; ``escalation.json`` says which), 2 a usage or input error naming the argument.
+Argument definitions, the checks of :mod:`jaxcert.core.inputs`, the call of :func:`jaxcert.detective.investigate`
+and printing.  Exit codes: 0 the search ran (escalated or not; ``escalation.json`` says which), 2 a usage or input
+error naming the argument.
 """
 
 from __future__ import annotations
@@ -10,55 +11,42 @@ import argparse
 import os
 
 from jaxcert.core import inputs
+from jaxcert.specs import canonical_specs
 
 __all__ = ["cmd_investigate", "register"]
 
 _PROTOCOLS = ("dimers", "desorption", "adsorption", "constraints")
 
 
-def _list(flag: str, value: str) -> list[str]:
-    return inputs.name_list(flag, value, what="entries")
-
-
 def cmd_investigate(a: argparse.Namespace) -> int:
     """Validate every argument, load the models, run the search, print where the report is; exit 0."""
     from jaxcert.cli._common import load_model, set_dtype
 
-    protocols = _list("--protocols", a.protocols)
-    for p in protocols:
-        inputs.choice("--protocols", p, _PROTOCOLS)
+    protocols = inputs.name_list("--protocols", a.protocols, _PROTOCOLS, what="protocols")
     elements = inputs.elements("--elements", a.elements)
     budget = inputs.integer("--budget", a.budget, minimum=1)
     oracle_s = inputs.non_negative("--oracle-seconds", a.oracle_seconds, "s")
-    committee_specs = _list("--committee", a.committee)
-    if a.target in committee_specs:
+    (target_spec,) = canonical_specs("--target", [a.target])
+    committee_specs = list(canonical_specs("--committee", a.committee))
+    if target_spec in committee_specs:
         raise inputs.InputError(f"--committee: contains the target {a.target!r}; the committee must be other models")
-    out = os.path.abspath(a.out)
-    parent = os.path.dirname(out)
-    if not os.path.isdir(parent):
-        raise inputs.InputError(f"--out: no such directory {parent!r} for {a.out!r}; only the last folder is created")
-    if os.path.lexists(out) and not os.path.isdir(out):
-        raise inputs.InputError(f"--out: {a.out!r} exists and is not a directory")
+    out = inputs.output_dir("--out", a.out, create=False)  # created below, after every other check
     memory = os.path.join(out, "evidence.jsonl")
     if os.path.exists(memory) and not a.resume:
         raise inputs.InputError(f"--out: {a.out!r} already holds an evidence memory; pass --resume to continue it "
                                 "or choose another directory")
     from jaxcert.detective._constraints import CONSTRAINTS
-
-    checks = _list("--checks", a.checks) if a.checks is not None else None
-    for v in checks or []:
-        inputs.choice("--checks", v, CONSTRAINTS)
-    adsorbates = _list("--adsorbates", a.adsorbates) if a.adsorbates is not None else None
-    molecules = _list("--molecules", a.molecules) if a.molecules is not None else None
     from jaxcert.detective._surfaces import ADSORBATES
 
-    for flag, vals in (("--adsorbates", adsorbates), ("--molecules", molecules)):
-        for v in vals or []:
-            inputs.choice(flag, v, tuple(ADSORBATES))
+    checks = None if a.checks is None else inputs.name_list("--checks", a.checks, CONSTRAINTS, what="checks")
+    adsorbates = None if a.adsorbates is None else inputs.name_list("--adsorbates", a.adsorbates, tuple(ADSORBATES),
+                                                                    what="adsorbates")
+    molecules = None if a.molecules is None else inputs.name_list("--molecules", a.molecules, tuple(ADSORBATES),
+                                                                  what="molecules")
     dtype = set_dtype(a.dtype)
-    target = load_model(a.target)
+    target = load_model(target_spec)
     members = [load_model(s) for s in committee_specs]
-    for spec, m in zip([a.target, *committee_specs], [target, *members], strict=True):
+    for spec, m in zip([target_spec, *committee_specs], [target, *members], strict=True):
         flag = "--target" if m is target else "--committee"
         if m.elements is not None and not any(inputs.split_supported(flag, m, [e], skip_unsupported=True)[0]
                                               for e in elements):
@@ -67,7 +55,7 @@ def cmd_investigate(a: argparse.Namespace) -> int:
     inputs.output_dir("--out", out)  # created only now, after every other check
     from jaxcert.detective import Committee, investigate, make_protocol
 
-    committee = Committee(target, members, specs=[a.target, *committee_specs], dtype=dtype,
+    committee = Committee(target, members, specs=[target_spec, *committee_specs], dtype=dtype,
                           batched=not a.sequential)
     protos = []
     for p in protocols:
@@ -101,7 +89,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "evidence memory OUT/evidence.jsonl is append-only; --resume continues a run from it. See "
         "docs/detective.md.")
     c.add_argument("--target", required=True, help="the model under investigation: a registered name, module:attr, "
-                   "or a bridged spec (chgnet, sevennet:7net-0, ...)")
+                   "or a bridged spec (chgnet, torch-sevennet:7net-0, ...)")
     c.add_argument("--committee", required=True, help="comma-separated committee models (same spec forms)")
     c.add_argument("--protocols", default=",".join(_PROTOCOLS), help="comma-separated subset of "
                    f"{','.join(_PROTOCOLS)} (default: all)")

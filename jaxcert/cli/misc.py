@@ -14,23 +14,19 @@ __all__ = ["cmd_models", "cmd_substrates", "register"]
 
 
 def cmd_models(a: argparse.Namespace) -> int:
-
+    """The registered models, the spec heads, the bridged heads and the defects."""
     for name, desc in models.describe().items():
         print(f"{name:<13} {desc}")
     print("\nmodel specs (--model HEAD:ARGS[@OPTIONS]):")
     for head, desc in models.describe_specs().items():
         print(f"{head:<13} {desc}")
     print(f"\nbridged models (jaxcert-bridges): {', '.join(BRIDGED)} (e.g. torch-sevennet:7net-0, chgnet@float64)")
-    try:
-
-        print("\ndefects (--defect name=strength):", ", ".join(sorted(defects.DEFECTS)))
-    except ImportError:
-        pass
+    print("\ndefects (--defect name=strength):", ", ".join(sorted(defects.DEFECTS)))
     return 0
 
 
 def cmd_substrates(a: argparse.Namespace) -> int:
-
+    """Write one element's probe substrates as extxyz files into ``--out``."""
     symbols = inputs.elements("--element", a.element)
     if len(symbols) != 1:
         raise inputs.InputError(f"--element: got {a.element!r}; allowed: one element symbol, e.g. Si")

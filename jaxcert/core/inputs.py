@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
-    "InputError", "UnknownName", "finite", "positive", "non_negative", "integer", "seed", "number_list", "integer_list",
-    "choice", "elements", "supported_elements", "split_supported", "read_atoms", "check_atoms",
-    "output_file", "output_dir", "distinct_outputs", "name_list",
+    "InputError", "UnknownName", "split_list", "finite", "positive", "non_negative", "integer", "seed",
+    "number_list", "integer_list", "choice", "elements", "supported_elements", "split_supported", "read_atoms",
+    "check_atoms", "output_file", "output_dir", "distinct_outputs", "name_list",
 ]
 
 
@@ -105,34 +105,41 @@ def seed(name: str, value: Any) -> int:
     return integer(name, value, minimum=0, maximum=2**31 - 1)
 
 
-def list_items(value: Any) -> list[Any]:
-    """The items of a comma-separated string or a sequence (a TOML list), stripped, blank ones dropped; a scalar
-    is one item.  The splitter under :func:`number_list` and :func:`integer_list`; names go through
-    :func:`name_list`, which refuses blanks instead of dropping them."""
+def split_list(name: str, value: Any, *, what: str = "values", spaces: bool = False) -> list[Any]:
+    """The one parser of list arguments (``--eps``, ``--elements``, ``--probes``, a TOML list, ...).
+
+    A string is split at commas (and at runs of whitespace with ``spaces=True``) and each item stripped; a
+    sequence gives its items (strings stripped, anything else, such as a TOML table, kept as it is); any other
+    value is one item.  An empty list or an empty item (``""``, ``","``, ``"a,,b"``) names nothing and is an
+    :class:`InputError` naming ``name``, so a stray comma never changes what runs.  Each caller checks the
+    items themselves (numbers, symbols, names).
+    """
+    allowed = f"a non-empty comma-separated list of {what}"
     if isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
-    if isinstance(value, Iterable):
-        return [v.strip() if isinstance(v, str) else v for v in value if not (isinstance(v, str) and not v.strip())]
-    return [value]
-
-
-_items = list_items
+        items: list[Any] = [v.strip() for v in value.split(",")]
+        if spaces:
+            items = [w for v in items for w in (v.split() or [""])]
+    elif isinstance(value, Iterable) and not isinstance(value, (bytes, Mapping)):
+        items = [v.strip() if isinstance(v, str) else v for v in value]
+    else:
+        items = [value]
+    if not items:
+        raise _fail(name, value, allowed)
+    if any(isinstance(v, str) and not v for v in items):
+        raise _fail(name, value, allowed + " (an empty entry names nothing)")
+    return items
 
 
 def number_list(name: str, value: Any, *, positive_only: bool = True, unit: str = "") -> list[float]:
     """A non-empty comma-separated string or sequence of finite (positive) numbers."""
-    items = _items(value)
-    if not items:
-        raise _fail(name, value, "a non-empty comma-separated list of numbers")
+    items = split_list(name, value, what="numbers")
     check = positive if positive_only else finite
     return [check(name, v, unit) for v in items]
 
 
 def integer_list(name: str, value: Any, *, seeds: bool = False, minimum: int | None = 1) -> list[int]:
     """A non-empty comma-separated string or sequence of integers (PRNG seeds with ``seeds=True``)."""
-    items = _items(value)
-    if not items:
-        raise _fail(name, value, "a non-empty comma-separated list of integers")
+    items = split_list(name, value, what="integers")
     if seeds:
         out = [seed(name, v) for v in items]
     else:
@@ -159,13 +166,7 @@ def elements(name: str, value: str | Sequence[str]) -> list[str]:
     """
     from ase.data import atomic_numbers, chemical_symbols
 
-    if isinstance(value, str):
-        items = [v for v in value.replace(" ", ",").split(",") if v.strip()]
-    else:
-        items = [str(v) for v in value]
-    items = [v.strip() for v in items]
-    if not items:
-        raise _fail(name, value, "a non-empty comma-separated list of element symbols, e.g. Si,C")
+    items = [str(v) for v in split_list(name, value, what="element symbols, e.g. Si,C", spaces=True)]
     bad = []
     for sym in items:
         if sym in atomic_numbers and sym != "X":
@@ -293,10 +294,11 @@ def output_file(name: str, path: Any) -> str:
     return p
 
 
-def output_dir(name: str, path: Any) -> str:
+def output_dir(name: str, path: Any, *, create: bool = True) -> str:
     """An output folder, checked before any work: an existing writable directory, or a new one whose parent
     exists (only the last component is created, never a chain of folders above an existing one).  The folder
-    is created here.  Returns the absolute path."""
+    is created here unless ``create`` is False (a command that checks its other arguments first, then calls
+    again to create it).  Returns the absolute path."""
     allowed = "a directory, existing or new inside an existing, writable folder"
     if not isinstance(path, (str, os.PathLike)) or not os.fspath(path).strip():
         raise _fail(name, path, allowed)
@@ -309,6 +311,8 @@ def output_dir(name: str, path: Any) -> str:
             raise InputError(f"{name}: no such directory {parent!r} for {os.fspath(path)!r}; only the last folder "
                              f"is created (allowed: {allowed})")
         _probe_writable(name, parent, "a new folder")
+        if not create:
+            return p
         try:
             os.mkdir(p)
         except OSError as err:
@@ -332,14 +336,11 @@ def distinct_outputs(pairs: Iterable[tuple[str, Any]]) -> None:
 
 
 def name_list(name: str, value: Any, allowed: Sequence[str] | None = None, *, what: str = "names") -> list[str]:
-    """The one parser for comma-separated name lists (``--probes``, ``--attack``, ``--sections``, ...): a
-    non-empty list of non-empty names, each once, each in ``allowed`` when given.  ``","`` and ``""`` are
-    refused (they name nothing), never read as "all"."""
-    items = [v.strip() for v in value.split(",")] if isinstance(value, str) else (
-        [str(v).strip() for v in value] if isinstance(value, Iterable) else [str(value)])
-    desc = f"a non-empty comma-separated list of {what}" + (f" from {', '.join(allowed)}" if allowed else "")
-    if not items or any(not v for v in items):
-        raise _fail(name, value, desc)
+    """A list of names (``--probes``, ``--attack``, ``--sections``, ...) through :func:`split_list`: non-empty
+    names, each once, each in ``allowed`` when given.  ``","`` and ``""`` are refused (they name nothing), never
+    read as "all"."""
+    desc = what + (f" from {', '.join(allowed)}" if allowed else "")
+    items = [str(v) for v in split_list(name, value, what=desc)]
     if allowed is not None:
         bad = [v for v in items if v not in allowed]
         if bad:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from jaxcert.core.inputs import InputError, list_items
+from jaxcert.core.inputs import split_list
 from jaxcert.core.model import Model
 
 __all__ = ["get", "available", "register", "describe", "from_spec", "spec_heads", "describe_specs"]
@@ -100,7 +100,5 @@ def from_spec(spec: str) -> Model:
     if head not in _SPECS:
         raise KeyError(f"unknown model spec head {head!r}; spec heads: {', '.join(spec_heads())}")
     mod, attr = _SPECS[head][0].split(":")
-    options = [str(o) for o in list_items(opts)] if opts else []
-    if "@" in spec and not options:
-        raise InputError(f"empty option list after '@' in {spec!r}")
+    options = [str(o) for o in split_list("options after '@'", opts, what="options")] if "@" in spec else []
     return getattr(importlib.import_module(mod), attr)(args, options)

@@ -1,6 +1,6 @@
 r"""SevenNet (SevenNet-0, SevenNet-MF-0, SevenNet-l3i5) natively in JAX, with e3nn-jax.
 
-``jaxcert.models.get("sevennet", checkpoint="7net-0")`` returns a :class:`jaxcert.Model`
+``jaxcert.models.get("jax-sevennet", checkpoint="7net-0")`` returns a :class:`jaxcert.Model`
 whose ``energy_fn(params, structure)`` is the SevenNet network written in JAX and whose
 ``params`` are the checkpoint's weights; forces and stress are JAX derivatives of the
 energy, so the model jits, vmaps over padded batches and differentiates to any order.

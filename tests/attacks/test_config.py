@@ -113,3 +113,74 @@ def test_file_errors(tmp_path):
         load_sweep_config(_write(tmp_path, "db = 'x'\n"))
     with pytest.raises(InputError, match="no store"):
         load_sweep_config(_write(tmp_path, "model = 'sw'\n"))
+
+
+# ------------------------------------------------------------------------- what the commands run, built here
+def _attack_args(**kw):
+    import argparse
+
+    base = {"attack": "fgsm,pgd", "eps": "0.05", "seed": "42", "n_steps": "3", "alpha_ratio": None, "fmax": "0.01",
+            "max_steps": "50", "rattle": "0", "rattle_seed": "0", "min_length": "5", "relative": False,
+            "structure": "Si", "dtype": "float64", "json": None, "optimizer": "fire", "loss": "energy",
+            "random_start": True}
+    return argparse.Namespace(**(base | kw))
+
+
+def test_prepare_attack_builds_specs_structure_and_report_info():
+    from jaxcert.attacks.config import prepare_attack
+
+    job = prepare_attack(_attack_args())
+    assert [(s.name, s.n_steps, s.random_start) for s in job.specs] == [("fgsm", 1, True), ("pgd", 3, None)]
+    assert job.eps == [0.05] and job.seeds == [42] and job.pipeline.max_steps == 50
+    assert job.structure_info["formula"] == job.atoms.get_chemical_formula() and job.structure_info["spec"] == "Si"
+    assert min(job.structure_info["cell_lengths_A"]) >= 5 and job.extra_config["random_start"] is True
+
+
+@pytest.mark.parametrize("kw, needle", [({"optimizer": "adam"}, "^--optimizer: "), ({"loss": "x"}, "^--loss: "),
+                                        ({"dtype": "float16"}, "^--dtype: "), ({"structure": "si"}, "^--structure: "),
+                                        ({"eps": "0.05,"}, "^--eps: ")])
+def test_prepare_attack_names_the_bad_argument(kw, needle):
+    from jaxcert.attacks.config import prepare_attack
+
+    with pytest.raises(InputError, match=needle):
+        prepare_attack(_attack_args(**kw))
+
+
+def test_prepare_sweep_checks_structures_and_outputs_and_warns_of_large_eps(tmp_path):
+    import numpy as np
+
+    from jaxcert.attacks.config import prepare_sweep
+
+    conf = SweepConfig.from_mapping(None, {"model": "sw", "db": str(tmp_path / "s.sqlite"), "structures": "Si",
+                                           "attack": "pgd", "eps": "0.01,3", "min_length": "5"})
+    job = prepare_sweep(conf, np.float64)
+    assert list(job.atoms) == ["Si"] and [s.name for s in job.specs] == ["pgd"] and job.contour is None
+    assert len(job.warnings) == 1 and "epsilon_exceeds_half_cell" in job.warnings[0]
+    assert os.path.isdir(str(tmp_path / "s.sqlite.arrays"))
+    small = SweepConfig.from_mapping(None, {"model": "sw", "db": str(tmp_path / "t.sqlite"), "structures": "Si",
+                                            "eps": "0.01", "min_length": "5", "dry_run": True})
+    assert prepare_sweep(small, np.float64).warnings == ()
+    assert not os.path.exists(str(tmp_path / "t.sqlite.arrays"))  # a dry run computes nothing, creates nothing
+
+
+def test_stored_rows_refuses_a_missing_or_empty_store(tmp_path):
+    from jaxcert.attacks.config import stored_rows
+    from jaxcert.attacks.sweep import Store
+
+    with pytest.raises(InputError, match="^DB: no such store"):
+        stored_rows(str(tmp_path / "none.sqlite"))
+    Store(str(tmp_path / "e.sqlite"))
+    with pytest.raises(InputError, match="^DB: .* has no finished runs for {'model': 'lj'}"):
+        stored_rows(str(tmp_path / "e.sqlite"), model="lj")
+    with pytest.raises(InputError, match="^--dtype: "):
+        stored_rows(str(tmp_path / "e.sqlite"), dtype="float16")
+
+
+def test_sweep_warnings_one_line_per_kind():
+    from jaxcert.attacks.report import sweep_warnings
+
+    rows = [{"structure": "Si", "stationary_start": True, "random_start": "none"},
+            {"structure": "C", "epsilon_exceeds_half_cell": True, "nonfinite": True}, {"structure": "Cu"}]
+    out = sweep_warnings(rows)
+    assert len(out) == 3 and out[0].startswith("1 of 3 runs started at a stationary point")
+    assert "epsilon_exceeds_half_cell" in out[1] and "nonfinite" in out[2] and sweep_warnings([]) == []

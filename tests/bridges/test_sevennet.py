@@ -49,3 +49,13 @@ def test_graph_reuse_with_a_skin_is_exact():
     from jaxcert_bridges.sevennet_potential import SevenNetPotential
 
     U.check_graph_reuse(SevenNetPotential("7net-0", skin=0.5), SevenNetPotential("7net-0", skin=0.0))
+
+
+def test_load_spells_the_bridge_torch_sevennet(monkeypatch):
+    """``torch-sevennet:...`` is the bridge's own spelling; ``sevennet:...`` still resolves to the same call."""
+    calls = []
+    monkeypatch.setattr(jb, "sevennet", lambda name, modal=None, **kw: calls.append((name, modal, kw)))
+    jb.load("torch-sevennet:7net-mf-0:PBE@float64")
+    jb.load("sevennet:7net-mf-0:PBE@float64")
+    jb.load("torch-sevennet")
+    assert calls == [("7net-mf-0", "PBE", {"precision": "float64"})] * 2 + [("7net-0", None, {})]

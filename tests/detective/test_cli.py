@@ -58,3 +58,12 @@ def test_end_to_end_and_reproduce(tmp_path, capsys):
     assert run.returncode == 0, run.stderr
     printed = [ln for ln in run.stdout.splitlines() if ": target " in ln]
     assert printed == esc["headline"]
+
+
+def test_committee_old_sevennet_spelling_warns_naming_the_flag(tmp_path, capsys):
+    """``--committee sevennet:...`` is the torch bridge, respelled with one warning line naming --committee."""
+    assert main(["investigate", "--target", "lj", "--committee", "sevennet:7net-0",
+                 "--out", str(tmp_path / "missing" / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith("jaxcert: warning: --committee sevennet:7net-0 is the torch bridge; spell it "
+                             "torch-sevennet:7net-0") and err[1].startswith("jaxcert: error: --out: no such directory")

@@ -103,7 +103,7 @@ def test_spec_parsing_rejects_bad_specs_before_loading():
                       ("jax-sevennet:7net-0@float16", "unknown option 'float16'"),
                       ("jax-sevennet:7net-0@float32,float64", "conflicting options"),
                       ("jax-sevennet:7net-mf-0:PBE:x", "too many ':' fields"),
-                      ("jax-sevennet:7net-0@", "empty option list")):
+                      ("jax-sevennet:7net-0@", "options after '@': got ''")):
         with pytest.raises(ValueError, match=msg):
             jaxcert.models.from_spec(spec)
     with pytest.raises(KeyError, match="jax-sevennet"):

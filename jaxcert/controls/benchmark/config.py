@@ -1,7 +1,7 @@
 """What the offline mini-benchmark runs: :class:`BenchmarkConfig`, its defaults and the constants shared by sections.
 
 docs/controls.md, "14. The offline mini-benchmark".  A model spec names an analytic model
-(``jaxcert.models.available()``) or a bridged one (``chgnet``, ``sevennet:7net-0``, options after ``@``); the
+(``jaxcert.models.available()``) or a bridged one (``chgnet``, ``torch-sevennet:7net-0``, options after ``@``); the
 spec's *key* in the report is the spec with the bridge precision made explicit (``chgnet@float32``), so a run
 and its resumption name a model alike.
 """
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from jaxcert import models as zoo
-from jaxcert.core.inputs import InputError
+from jaxcert.core.inputs import InputError, split_list
 from jaxcert.core.result import to_jsonable
 
 __all__ = [
@@ -43,10 +43,11 @@ COMPARISONS = {
     "hull": "exact arithmetic on DFT data (raw MP formation energies of the 334 compounds); the stability "
             "scores compare the raw-DFT hull with the experimental one (DFT vs experiment).",
 }
-DEFAULT_MODELS = ("emt", "eam", "sw", "chgnet", "sevennet:7net-0")
-DEFAULT_PANEL = ("chgnet", "sevennet:7net-0", "sevennet:7net-0_22may2024", "sevennet:7net-mf-0:PBE",
-                 "sevennet:7net-mf-0:R2SCAN", "sevennet:7net-l3i5")
-BRIDGED_HEADS = ("chgnet", "sevennet")
+DEFAULT_MODELS = ("emt", "eam", "sw", "chgnet", "torch-sevennet:7net-0")
+DEFAULT_PANEL = ("chgnet", "torch-sevennet:7net-0", "torch-sevennet:7net-0_22may2024", "torch-sevennet:7net-mf-0:PBE",
+                 "torch-sevennet:7net-mf-0:R2SCAN", "torch-sevennet:7net-l3i5")
+#: bridged model families; "sevennet" is the old spelling of "torch-sevennet" (jaxcert.specs.canonical_specs)
+BRIDGED_HEADS = ("chgnet", "torch-sevennet", "sevennet")
 INSTALL_BRIDGES = ("pip install torch==2.13.0 (the CPU build), then pip install -e 'bridges/[all]' "
                    "(jaxcert-bridges with chgnet and sevenn; README, 'Bridges')")
 #: The elements of a quick run's EOS and consensus sections.
@@ -62,7 +63,7 @@ class BenchmarkConfig:
 
     Attributes:
       models: model specs for sections 1–3: analytic names (``jaxcert.models.available()``) or bridged specs
-        (``chgnet``, ``chgnet:0.3.0``, ``sevennet:7net-0``, ``sevennet:7net-mf-0:PBE``, options after ``@``).
+        (``chgnet``, ``chgnet:0.3.0``, ``torch-sevennet:7net-0``, ``torch-sevennet:7net-mf-0:PBE``, options after ``@``).
       panel: bridged (or analytic) specs of the consensus panel (section 5); every one that loads is used and
         ``min_models`` is the number that loaded.
       sections: the sections to run, a subset of :data:`SECTIONS`.
@@ -96,7 +97,7 @@ class BenchmarkConfig:
         for name in ("models", "panel", "sections"):
             v = getattr(self, name)
             if isinstance(v, str):
-                v = tuple(x.strip() for x in v.split(",") if x.strip())
+                v = tuple(split_list(name, v, what="names")) if v.strip() else ()
             object.__setattr__(self, name, tuple(v))
         for name in ("models", "panel"):
             for spec in getattr(self, name):
@@ -127,7 +128,7 @@ class BenchmarkConfig:
 
 
 def head(spec: str) -> str:
-    """The model family of a spec: ``sevennet:7net-0@float64`` -> ``sevennet``."""
+    """The model family of a spec: ``torch-sevennet:7net-0@float64`` -> ``torch-sevennet``."""
     return spec.split("@", 1)[0].split(":", 1)[0]
 
 
@@ -138,7 +139,7 @@ def check_spec(spec: Any, field: str) -> None:
     if head(spec) in BRIDGED_HEADS or spec in zoo.available():
         return
     raise InputError(f"{field}: unknown model {spec!r}; analytic: {', '.join(zoo.available())}; bridged: "
-                     "chgnet[:version], sevennet[:name[:modal]] (options after @, e.g. chgnet@float64)")
+                     "chgnet[:version], torch-sevennet[:name[:modal]] (options after @, e.g. chgnet@float64)")
 
 
 def model_key(spec: str, precision: str) -> str:
