@@ -63,7 +63,8 @@ class BenchmarkConfig:
 
     Attributes:
       models: model specs for sections 1–3: analytic names (``jaxcert.models.available()``) or bridged specs
-        (``chgnet``, ``chgnet:0.3.0``, ``torch-sevennet:7net-0``, ``torch-sevennet:7net-mf-0:PBE``, options after ``@``).
+        (``chgnet``, ``chgnet:0.3.0``, ``torch-sevennet:7net-0``, ``torch-sevennet:7net-mf-0:PBE``,
+        options after ``@``).
       panel: bridged (or analytic) specs of the consensus panel (section 5); every one that loads is used and
         ``min_models`` is the number that loaded.
       sections: the sections to run, a subset of :data:`SECTIONS`.
