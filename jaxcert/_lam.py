@@ -31,6 +31,7 @@ from jaxcert.core import inputs
 from jaxcert.core.derivatives import EXACT, FiniteDifference
 from jaxcert.core.device import machine
 from jaxcert.core.model import Model
+from jaxcert.core.result import Result
 from jaxcert.core.structure import Structure
 from jaxcert.probes import LAMBDA_GATE, LamConfig, lambda_of_jacobian, run_on_structures, substrates
 from jaxcert.report import package_versions, to_jsonable
@@ -38,9 +39,10 @@ from jaxcert.report import package_versions, to_jsonable
 __all__ = ["lambda_of_jacobian", "lam", "LambdaResult", "LAMBDA_GATE"]
 
 
-@dataclasses.dataclass
-class LambdaResult:
-    """Per-structure λ (NaN where skipped), mean, max, method and evaluation counts."""
+@dataclasses.dataclass(frozen=True)
+class LambdaResult(Result):
+    """Per-structure λ (NaN where skipped), mean, max, method and evaluation counts: a frozen
+    :class:`~jaxcert.core.result.Result` whose :meth:`to_dict` is the ``jaxcert-lambda/1`` report."""
 
     model: str
     method: str

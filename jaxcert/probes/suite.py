@@ -93,7 +93,11 @@ def probe_keys(seed: int, name: str, n: int) -> jax.Array:
 
 @dataclasses.dataclass
 class ProbeOutcome:
-    """One probe over all elements (numpy, ready for the report)."""
+    """One probe over all elements (numpy, ready for the report).
+
+    Mutable on purpose, unlike :class:`jaxcert.core.result.Result`: the suite attaches the shared trajectory's
+    cost and the model's notes after the probe finished (docs/architecture.md, "Results"); ``status`` holds
+    :class:`~jaxcert.core.result.Status` values."""
 
     name: str
     target: float
