@@ -81,3 +81,21 @@ def test_context_keeps_finished_parts_and_reruns_the_rest():
     ctx.finish(SectionResult("hull", Status.OK, {"passed": True}), 1.5)
     assert record["sections"]["hull"]["status"] == "ok" and record["sections"]["hull"]["section_wall_s"] == 1.5
     assert record["headline"]["hull_invariance_passed"] is True
+
+
+def test_the_headline_is_tables_with_four_digits_and_reasons_are_given_once():
+    """The page's headline is tables (no JSON dump, no 17-digit floats), and a model's failure reason is printed
+    once, in the Models table, not in every section."""
+    from jaxcert.controls.benchmark import html as page_html
+
+    result = {
+        "models": {"emt": {"status": "ok"}, "chgnet": {"status": "error", "reason": "pip install jaxcert-bridges"}},
+        "headline": {"eos_delta_meV_per_atom": {"emt": 41.38123456789012},
+                     "elastic": {"emt": {"K_log_r": 0.944412345678}}, "consensus": {"panel_size": 3}},
+        "sections": {},
+    }
+    page = page_html.render(result)
+    assert "41.38<" in page and "0.9444<" in page and "41.38123" not in page and "<pre>" not in page
+    assert page.count("pip install jaxcert-bridges") == 1
+    sec = {"models": {"chgnet": {"status": "error", "reason": "pip install jaxcert-bridges"}}}
+    assert "pip install" not in page_html._not_ok(sec) and "Models table" in page_html._not_ok(sec)

@@ -134,8 +134,8 @@ def _not_ok(sec: dict) -> str:
     bad = {m: r for m, r in (sec.get("models") or {}).items() if r.get("status") != _OK}
     if not bad:
         return ""
-    return "<p>" + "; ".join(f"<b>{_e(m)}</b>: {_e(r.get('status'))} ({_e(r.get('reason', ''))})"
-                             for m, r in bad.items()) + "</p>"
+    return "<p>" + "; ".join(f"<b>{_e(m)}</b>: {_e(r.get('status'))}" for m, r in bad.items()) + \
+        " (the reason, once per model, is in the Models table at the end)</p>"
 
 
 def _ci(b: dict | None, scale: float = 1.0, spec: str = ".3g") -> str:
@@ -329,6 +329,35 @@ def _hull(sec: dict) -> str:
     return "".join(out)
 
 
+def _headline_tables(h: dict[str, Any], models: Sequence[str]) -> str:
+    """The headline as tables with four significant digits: one table of the per-model numbers (a column per
+    quantity), one per nested quantity (rows × its keys), and one of the single numbers."""
+    per_model: dict[str, dict[str, Any]] = {}
+    singles: list[list[Any]] = []
+    out: list[str] = []
+    for key, v in h.items():
+        label = key.replace("_", " ")
+        if not isinstance(v, dict):
+            singles.append([label, v])
+        elif v and all(not isinstance(x, dict) for x in v.values()) and set(v) <= set(models):
+            for m, x in v.items():
+                per_model.setdefault(m, {})[label] = x
+        elif v and all(isinstance(x, dict) for x in v.values()):
+            cols = list(dict.fromkeys(c for x in v.values() for c in x))
+            out.append(f"<h3>{_e(label)}</h3>" + _table([""] + [str(c).replace("_", " ") for c in cols],
+                                                         [[k] + [_num(x.get(c), ".4g") for c in cols]
+                                                          for k, x in v.items()]))
+        else:
+            out.append(f"<h3>{_e(label)}</h3>" + _table(["", "value"], [[k, _num(x, ".4g")] for k, x in v.items()]))
+    if per_model:
+        cols = list(dict.fromkeys(c for x in per_model.values() for c in x))
+        out.insert(0, _table(["model"] + cols, [[m] + [_num(x.get(c), ".4g") for c in cols]
+                                                for m, x in per_model.items()]))
+    if singles:
+        out.append(_table(["quantity", "value"], [[k, _num(x, ".4g")] for k, x in singles]))
+    return "".join(out)
+
+
 def render(result: dict[str, Any]) -> str:
     """The whole page."""
     sec = result.get("sections", {})
@@ -341,7 +370,7 @@ def render(result: dict[str, Any]) -> str:
             f"<p class='proto'>config: {_e(json.dumps(cfg))}</p>")
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>jaxcert controls benchmark</title>"
              f"<style>{_CSS}</style></head><body>", head, "<h2>Headline</h2>",
-             f"<pre>{_e(json.dumps(h, indent=1))}</pre>"]
+             _headline_tables(h, list(result.get("models") or {}))]
     for name, fn in (("eos", _eos), ("elastic", _elastic), ("prototypes", _prototypes), ("rung0", _rung0),
                      ("consensus", _consensus), ("hull", _hull)):
         if name in sec:
