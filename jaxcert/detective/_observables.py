@@ -213,7 +213,8 @@ def force_energy_mismatch(r: np.ndarray, e: np.ndarray, f: np.ndarray | None, k_
     conservative model).  On every pair of equal steps [r_k, r_{k+2}] beyond the crest whose energies stay below
     ``cap`` eV above the asymptote, Simpson's rule gives the work W = (h/3)(F_k + 4F_{k+1} + F_{k+2}); the
     mismatch is |E_{k+2} − E_k + W| / (r_{k+2} − r_k), a mean force error over the double step.  Its quadrature
-    error is h⁴/180 · max|F''''|, below 1e-3 eV/Å on the reference LJ at h = 0.1 Å under the cap.
+    error is h⁴/180 · max|F''''| for a smooth curve (< 1e-3 eV/Å for a Morse at h = 0.1 Å under the cap); a
+    curve only C¹ (the reference LJ's switch) reaches 0.01 eV/Å at h = 0.1 Å, a fifth of the 0.05 eV/Å limit.
     """
     if f is None:
         return float("nan"), float("nan")

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from jaxcert.core.structure import Structure
-from jaxcert.detective._observables import WALL_HEIGHT, Observable, branches, force_energy_mismatch
+from jaxcert.detective._observables import WALL_HEIGHT, Observable, force_energy_mismatch
 from jaxcert.detective._protocols import Cell, Protocol, _rcov, supported
 
 __all__ = ["ADSORBATES", "SurfaceConfig", "Desorption", "Adsorption", "slab_atoms", "surface_label",
@@ -182,8 +182,8 @@ def desorption_metrics(dz: np.ndarray, E: np.ndarray, Fz: np.ndarray | None = No
     sec = float(min(np.min(after), 0.0)) if after.size and rise > 0 else 0.0
     out = {"rise": rise, "dz_rise": float(dz[k0 + k1] - dz[k0]), "binding": float(-e[k0]),
            "secondary_well": sec, "dz_min": float(dz[k0])}
-    k_top, _ = branches(e)
-    out["force_energy_mismatch"], out["dz_mismatch"] = force_energy_mismatch(dz[:-1], e, Fz, k_top, WALL_HEIGHT)
+    # the scan starts near the bond, not inside a wall: check the whole path under the cap
+    out["force_energy_mismatch"], out["dz_mismatch"] = force_energy_mismatch(dz[:-1], e, Fz, 0, WALL_HEIGHT)
     gap = float(abs(E[-1] - separated)) if separated is not None and math.isfinite(separated) else float("nan")
     out["asymptote_gap"] = gap
     return out

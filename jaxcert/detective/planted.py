@@ -22,6 +22,10 @@ One planted failure per dimer observable (docs/detective.md §2.1, §7), each on
   (``collapse``); nothing changes beyond r_c;
 * :func:`force_mismatch` — an unchanged energy with a direct force head −∇(E + bump): forces that are not the
   energy's gradient (``force_energy_mismatch``).
+
+And for the desorption protocol's dissociation limit (§2.2): :func:`mixed_reference` — a constant shift of every
+structure that contains both element sets, however far apart (the seed paper's mixed PBE/PBE+U reference in
+miniature): the desorbed state is not the sum of its fragments (``asymptote``); forces and shapes unchanged.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from jaxcert.core.structure import Structure
 from jaxcert.models._common import N_Z, pair_sum
 
 __all__ = ["pair_bump", "pair_attraction", "desorption_barrier", "variant", "pair_barrier", "pair_secondary_well",
-           "short_range_collapse", "force_mismatch"]
+           "short_range_collapse", "force_mismatch", "mixed_reference"]
 
 
 def _combine(a: Any, b: float) -> Any:
@@ -171,11 +175,12 @@ def short_range_collapse(model: Model, elements: Sequence[str], r_c: float = 2.0
 
 
 def force_mismatch(model: Model, elements: Sequence[str], amplitude: float = 0.1, r0: float = 3.8,
-                   width: float = 0.3) -> Model:
+                   width: float = 0.3, element_pairs: Sequence[tuple[str, str]] | None = None) -> Model:
     """The energy of ``model`` unchanged, with a direct force head −∇(E + bump): the bump (``amplitude`` eV at
     ``r0`` Å, :func:`pair_bump`) is in the forces and not in the energy, so F ≠ −∇E on pairs with both atoms in
-    ``elements``.  Single-point energies are exactly those of ``model``."""
-    bumped = pair_bump(model, _pairs_within(elements), amplitude, r0, width, tag="force-only")
+    ``elements`` (or on ``element_pairs`` when given).  Single-point energies are exactly those of ``model``."""
+    prs = list(element_pairs) if element_pairs is not None else _pairs_within(elements)
+    bumped = pair_bump(model, prs, amplitude, r0, width, tag="force-only")
 
     def forces(params: dict, s: Structure) -> jax.Array:
         g = jax.grad(lambda R: bumped.energy_fn(params, s.replace(positions=R)))(s.positions)
@@ -184,8 +189,35 @@ def force_mismatch(model: Model, elements: Sequence[str], amplitude: float = 0.1
     def energy(params: dict, s: Structure) -> jax.Array:
         return model.energy_fn(params["inner"], s)
 
-    label = ",".join(f"{a}-{b}" for a, b in _pairs_within(elements))
+    label = ",".join(f"{a}-{b}" for a, b in prs)
     return Model(energy_fn=energy, forces_fn=forces, params=bumped.params,
                  name=f"{model.name}+force-mismatch({label})", cutoff=bumped.cutoff, elements=model.elements,
                  info=(*model.info, ("planted", f"force-only bump A={amplitude:g} eV r0={r0:g} w={width:g} on "
                                                 f"{label}")), stress_available=model.stress_available)
+
+
+def mixed_reference(model: Model, group_a: Sequence[str], group_b: Sequence[str], shift: float = 0.3) -> Model:
+    """E += ``shift`` eV for every structure that contains an atom of ``group_a`` and one of ``group_b``, however
+    far apart: a composition-dependent energy reference (the seed paper's mixed PBE/PBE+U data in miniature).
+    Forces and every curve's shape are unchanged; the separated fragments lose size consistency."""
+    za = np.zeros(N_Z)
+    zb = np.zeros(N_Z)
+    for el in group_a:
+        za[atomic_numbers[el]] = 1.0
+    for el in group_b:
+        zb[atomic_numbers[el]] = 1.0
+    inner = model
+
+    def energy(params: dict, s: Structure) -> jax.Array:
+        E = inner.energy_fn(params["inner"], s)
+        m = s.mask.astype(E.dtype)
+        has_a = jnp.max(params["a"].astype(E.dtype)[s.numbers] * m)
+        has_b = jnp.max(params["b"].astype(E.dtype)[s.numbers] * m)
+        return E + params["shift"].astype(E.dtype) * has_a * has_b
+
+    label = f"{'/'.join(group_a)}+{'/'.join(group_b)}"
+    return Model(energy_fn=energy, params={"inner": inner.params, "a": jnp.asarray(za), "b": jnp.asarray(zb),
+                                           "shift": jnp.asarray(float(shift))},
+                 name=f"{inner.name}+mixed-reference({label})", cutoff=inner.cutoff, elements=inner.elements,
+                 info=(*inner.info, ("planted", f"reference shift {shift:g} eV when {label} meet")),
+                 stress_available=inner.stress_available)
