@@ -121,7 +121,11 @@ def decision_table(signal_type: str, declaration: Mapping[str, Any], target_valu
     unit = "" if unit == "1" else unit
     band = committee_median + 3.0 * max(committee_scale, crit["floor"])
     mid = 0.5 * (target_value + committee_median)
-    return [
+    extra = []
+    if crit.get("limit") is not None:  # an observable with an absolute physical criterion (docs/detective.md §3.4)
+        extra = [(f"the reference {observable} itself exceeds the stated limit {crit['limit']:g} {unit}",
+                  "the physical criterion is wrong for this system: refuted, whatever the committee says")]
+    return extra + [
         (f"the reference {observable} is <= {band:.3g} {unit} (within the committee band, median + 3 × scale) in "
          f"at least {crit['min_in_scope_fraction']:.0%} of the in-scope configurations", "confirmed: the target's "
          "anomaly is spurious"),

@@ -22,6 +22,18 @@ import numpy as np
 
 from jaxcert.core.result import Result
 from jaxcert.core.structure import Structure
+from jaxcert.detective._observables import (
+    WALL_HEIGHT,
+    Observable,
+    ObservableSignal,
+    barrier_above_asymptote,
+    branches,
+    by_name,
+    collapse,
+    force_energy_mismatch,
+    judge,
+    secondary_well,
+)
 from jaxcert.detective._signals import SUSPICIOUS, Signal, classify
 
 __all__ = ["Cell", "Protocol", "Dimers", "DimerConfig", "dimer_metrics", "dimer_grid", "dimer_structure",
@@ -42,6 +54,9 @@ class Cell(Result):
       signal: the label (docs/detective.md §3).
       data: plot data: ``{"x": [...], "y": {model: [...]}, "xlabel": ..., "ylabel": ...}`` (may be empty).
       variant: ``"screen"`` or the probe variant that produced it (e.g. ``"fine"``).
+      observables: observable name -> its :class:`~jaxcert.detective._observables.ObservableSignal` (the
+        relative and absolute signals kept apart; docs/detective.md §2.0); empty for a protocol with one
+        observable, whose label is ``signal``.  ``signal`` is the first (primary) observable's combined label.
     """
 
     protocol: str
@@ -52,10 +67,28 @@ class Cell(Result):
     signal: Signal
     data: dict[str, Any] = dataclasses.field(default_factory=dict)
     variant: str = "screen"
+    observables: dict[str, ObservableSignal] = dataclasses.field(default_factory=dict)
 
     @property
     def suspicious(self) -> bool:
-        return self.signal.label in SUSPICIOUS
+        """Any observable of the cell seeds a hypothesis (docs/detective.md §3)."""
+        return self.signal.label in SUSPICIOUS or any(o.combined.label in SUSPICIOUS
+                                                      for o in self.observables.values())
+
+    def signal_of(self, observable: str | None) -> Signal:
+        """The combined label of ``observable`` (``signal`` for None or a cell without that observable)."""
+        if observable is None or observable not in self.observables:
+            return self.signal
+        return self.observables[observable].combined
+
+    def suspicious_in(self, observable: str | None) -> bool:
+        return self.signal_of(observable).label in SUSPICIOUS
+
+    def values_of(self, observable: str | None, metric: str | None = None) -> dict[str, float]:
+        """model -> value of ``observable`` (its ``metric`` in the per-model metrics); ``values`` for None."""
+        if observable is None or metric is None:
+            return dict(self.values)
+        return {m: float(_nan(v.get(metric))) for m, v in self.metrics.items()}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Cell:
@@ -63,7 +96,8 @@ class Cell(Result):
                    values={k: _nan(v) for k, v in d["values"].items()},
                    metrics={k: {kk: _nan(vv) for kk, vv in v.items()} for k, v in d["metrics"].items()},
                    signal=Signal.from_dict(d["signal"]),
-                   data=dict(d.get("data") or {}), variant=d.get("variant", "screen"))
+                   data=dict(d.get("data") or {}), variant=d.get("variant", "screen"),
+                   observables={k: ObservableSignal.from_dict(v) for k, v in (d.get("observables") or {}).items()})
 
 
 def _nan(x: Any) -> Any:
@@ -97,6 +131,8 @@ class Protocol:
       observable: what the value is, for the report; ``unit`` its unit.
       threshold, floor, z_min: the anomaly threshold, the floor of the committee scale and the z cut.
       application: what a failure breaks (report section 3).
+      observables: the protocol's observables (docs/detective.md §2.0), the first the primary one whose values
+        are ``Cell.values``; empty: one observable, the ``threshold``/``floor`` above.
     """
 
     name = "protocol"
@@ -108,6 +144,11 @@ class Protocol:
     floor = 1.0
     z_min = 3.0
     application = ""
+    observables: tuple[Observable, ...] = ()
+
+    def observable_named(self, name: str | None) -> Observable | None:
+        """The observable called ``name`` (None for None: the protocol's single value)."""
+        return None if name is None else by_name(self.observables, name)
 
     # ------------------------------------------------------------ required hooks
     def regions(self, elements: Sequence[str], committee: Any) -> list[dict[str, Any]]:
@@ -154,7 +195,8 @@ class Protocol:
         """The protocol's checks for the report and the memory."""
         return {"name": self.name, "kind": self.kind, "observable": self.observable, "unit": self.unit,
                 "threshold": self.threshold, "floor": self.floor, "z_min": self.z_min,
-                "importance": self.importance, "application": self.application}
+                "importance": self.importance, "application": self.application,
+                "observables": [o.describe() for o in self.observables]}
 
     # ------------------------------------------------------------------ helpers
     def make_cell(self, region: dict[str, Any], values: dict[str, float], metrics: dict[str, dict[str, float]],
@@ -163,11 +205,18 @@ class Protocol:
                   skip_reason: str | None = None) -> Cell:
         values = {k: (float(v) if v is not None and math.isfinite(float(v)) else float("nan"))
                   for k, v in values.items()}
-        sig = classify(values, target, self.threshold if threshold is None else threshold,
-                       kind=kind or self.kind, floor=self.floor if floor is None else floor, z_min=self.z_min,
-                       skip_reason=skip_reason)
+        obs: dict[str, ObservableSignal] = {}
+        for o in self.observables:
+            vals = {m: float(v.get(o.metric, float("nan"))) for m, v in metrics.items()}
+            obs[o.name] = judge(o, vals, target, self.z_min, skip_reason=skip_reason)
+        if self.observables:
+            sig = obs[self.observables[0].name].combined
+        else:
+            sig = classify(values, target, self.threshold if threshold is None else threshold,
+                           kind=kind or self.kind, floor=self.floor if floor is None else floor, z_min=self.z_min,
+                           skip_reason=skip_reason)
         return Cell(protocol=self.name, key=self.key(region), region=dict(region), values=values, metrics=metrics,
-                    signal=sig, data=data or {}, variant=variant)
+                    signal=sig, data=data or {}, variant=variant, observables=obs)
 
 
 # ============================================================================ dimers (§2.1)
@@ -176,7 +225,9 @@ class DimerConfig:
     """Dimer scan settings (docs/detective.md §2.1).
 
     Attributes:
-      r_start: first distance as a multiple of the covalent-radius sum (0.9).
+      r_start: first distance as a multiple of the covalent-radius sum (0.4: deep enough into the wall that every
+        real pair is several eV above its asymptote there, so the short-range wall can be judged; a Morse Mo₂
+        with the experimental bond is about +10 eV at 0.4 × 3.08 Å).
       r_end: last scanned distance in Å (6.0), raised to the largest committee cutoff + 0.5 Å and to
         ``r_tail`` + ``tail_window`` + 0.5 Å, at most ``r_cap``.
       r_cap: upper bound of the scan in Å (10).
@@ -189,9 +240,19 @@ class DimerConfig:
         defect 9-17 %).
       floor: floor of the committee scale for z (0.01, i.e. 1 % of the well depth).
       z_min: z cut (3).
+      barrier_threshold, barrier_floor, barrier_limit: the barrier above the asymptote (eV): relative anomaly
+        threshold 0.02, z floor 0.01, absolute limit 0.05 (the seed paper's DFT reference rises 0.022 eV on the
+        CO/Cu(111) path where the defective model rises 0.209 eV).
+      well_threshold, well_floor, well_limit: the secondary well (eV): 0.01, 0.005, and 0.05 (2 kT at 300 K).
+      collapse_threshold, collapse_floor, collapse_limit: the collapse of the wall (eV): 0.01, 0.01, 0.01 (exact:
+        the wall must rise monotonically; 0.01 eV tolerates float32 round-off at hundreds of eV).
+      mismatch_threshold, mismatch_floor, mismatch_limit: the force–energy mismatch (eV/Å): 0.01, 0.005, 0.05
+        (exact: F = −dE/dR; the Simpson quadrature error of the check is < 1e-3 eV/Å at 0.1 Å steps).
+      wall_height: eV above the asymptote that the wall's crest must reach inside the scan, and the cap below
+        which force–energy consistency is checked (1.0).
     """
 
-    r_start: float = 0.9
+    r_start: float = 0.4
     r_end: float = 6.0
     r_cap: float = 10.0
     r_far: float = 8.0
@@ -201,6 +262,51 @@ class DimerConfig:
     tail_threshold: float = 0.08
     floor: float = 0.01
     z_min: float = 3.0
+    barrier_threshold: float = 0.02
+    barrier_floor: float = 0.01
+    barrier_limit: float = 0.05
+    well_threshold: float = 0.01
+    well_floor: float = 0.005
+    well_limit: float = 0.05
+    collapse_threshold: float = 0.01
+    collapse_floor: float = 0.01
+    collapse_limit: float = 0.01
+    mismatch_threshold: float = 0.01
+    mismatch_floor: float = 0.005
+    mismatch_limit: float = 0.05
+    wall_height: float = WALL_HEIGHT
+
+
+def dimer_observables(cfg: DimerConfig) -> tuple[Observable, ...]:
+    """The dimer protocol's observables with the thresholds of ``cfg`` (docs/detective.md §2.1)."""
+    return (
+        Observable("tail_fraction", "tail_fraction", "1",
+                   "share of the model's own well depth still bound at R_tail", cfg.tail_threshold, cfg.floor,
+                   None, weight=1.0,
+                   paper="Appendix C: SevenNet-Omni keeps 17 % (Sb₂), 11 % (Mo₂), 9 % (W₂) of its well depth at "
+                         "4.5 Å, the committee at most 4 %; no absolute bound (a residual binding can be real)."),
+        Observable("barrier", "barrier", "eV", "largest rise above the model's own dissociation asymptote beyond the "
+                   "well", cfg.barrier_threshold, cfg.barrier_floor, cfg.barrier_limit, exact=False, weight=1.5,
+                   paper="The headline finding: MACE-MPA-0 rises +0.22 eV (rigid scan), +0.209 eV (CI-NEB) above "
+                         "the desorbed state of CO/Cu(111), DFT +0.022 eV, no committee model above its "
+                         "asymptote; the paper asks for criteria on 'unphysical dissociation limits, barriers'."),
+        Observable("secondary_well", "secondary_well", "eV", "deepest secondary well beyond the main one (a "
+                   "non-monotonic attractive branch, extra force sign changes)", cfg.well_threshold,
+                   cfg.well_floor, cfg.well_limit, exact=False, weight=1.0,
+                   paper="The CO/Cu(111) path drops into a secondary well of −0.054 eV beyond its barrier; MLIP "
+                         "Arena's diatomics metrics count force sign flips (reference-free, aggregated)."),
+        Observable("collapse", "collapse", "eV", "fall of the energy at short range inside the wall's crest, or the "
+                   "crest below the wall height", cfg.collapse_threshold, cfg.collapse_floor, cfg.collapse_limit,
+                   exact=True, weight=1.5,
+                   paper="'A repulsive wall at short range' is one of the eight constraints of the inspection "
+                         "specification; the prototype run spent a probe on short-range repulsion."),
+        Observable("force_energy_mismatch", "force_energy_mismatch", "eV/Å", "largest |ΔE + ∫F·r̂ dR|/ΔR along the "
+                   "scan (F = −dE/dR)", cfg.mismatch_threshold, cfg.mismatch_floor, cfg.mismatch_limit,
+                   exact=True, weight=1.2,
+                   paper="'Energy–force consistency (F = −∇E)' is the first constraint of the specification; the "
+                         "paper names 'force–energy inconsistencies' among the relational failures a protocol "
+                         "exposes, and skips the check for models conservative by construction."),
+    )
 
 
 def _rcov(sym: str) -> float:
@@ -236,21 +342,37 @@ def _spearman(x: np.ndarray, y: np.ndarray) -> float:
     return float(spearmanr(x, y).statistic)
 
 
-def dimer_metrics(R: np.ndarray, E: np.ndarray, Fr: np.ndarray | None, r_tail: float, tail_window: float
-                  ) -> dict[str, float]:
+_DIMER_KEYS = ("tail_fraction", "tail_decay_length", "conservation_deviation", "spearman_repulsive",
+               "spearman_attractive", "tortuosity", "energy_jump", "force_flips", "well_depth", "r_min",
+               "binding_at_tail", "r_asymptote", "barrier", "r_barrier", "secondary_well", "r_secondary_well",
+               "collapse", "r_collapse", "wall_height", "force_energy_mismatch", "r_mismatch", "extra_force_flips")
+
+
+def dimer_metrics(R: np.ndarray, E: np.ndarray, Fr: np.ndarray | None, r_tail: float, tail_window: float,
+                  wall: float = WALL_HEIGHT) -> dict[str, float]:
     r"""Curve metrics of one model's dimer scan (docs/detective.md §2.1).
 
     ``R`` (Å) ends with R_far; ``E`` (eV) the energies there; ``Fr`` the force on the second atom along the bond
-    (eV/Å, positive = repulsive) or None.  With ΔE(R) = E(R) − E(R_far) and D = −min ΔE (the model's own well
-    depth):
+    (eV/Å, positive = repulsive) or None.  With ΔE(R) = E(R) − E(R_far), the crest k_top (highest point: the
+    wall) and the main well k_min (lowest point beyond the crest; :func:`~jaxcert.detective._observables.branches`)
+    and D = −ΔE(R_min) (the model's own well depth):
 
     * ``tail_fraction`` = −ΔE(R_tail)/D (linear interpolation), 0 for an unbound curve (D <= 0);
+    * ``barrier`` (eV): the largest rise above the asymptote beyond the well, at ``r_barrier``;
+    * ``secondary_well`` (eV): the deepest fall below the asymptote-capped envelope beyond the well, at
+      ``r_secondary_well`` (a non-monotonic attractive branch); ``extra_force_flips``: sign changes of F·r̂ beyond
+      the well (|F| < 1e-3 eV/Å dropped; ideal 0);
+    * ``collapse`` (eV): the fall of the energy inside the wall's crest, or how far the crest stays below
+      ``wall`` eV above the asymptote (ideal 0), lowest inner point at ``r_collapse``; ``wall_height`` ΔE at the
+      crest;
+    * ``force_energy_mismatch`` (eV/Å): the largest |ΔE + ∫F dR|/ΔR over double steps under ``wall`` eV
+      (Simpson's rule; :func:`~jaxcert.detective._observables.force_energy_mismatch`), at ``r_mismatch``;
     * ``tail_decay_length``: −1/slope of ln(−ΔE) on [R_tail − w, R_tail + w] where −ΔE > 0 (NaN if < 3 points);
     * ``conservation_deviation`` = ⟨|F·r̂ + dE/dR|⟩ with dE/dR from central differences of the scan;
     * ``spearman_repulsive`` ρ(R, E) for R <= R_min (ideal −1) and ``spearman_attractive`` for R >= R_min (ideal
       +1);
     * ``tortuosity`` = Σ|ΔE_k| / (|E_0 − E_min| + |E_last − E_min|) (ideal 1);
-    * ``energy_jump`` = Σ|ΔE_k| over steps where the slope changes sign, except at the global minimum (eV);
+    * ``energy_jump`` = Σ|ΔE_k| over steps where the slope changes sign, except at the main minimum (eV);
     * ``force_flips``: sign changes of F·r̂ (|F| < 1e-3 eV/Å dropped; ideal 1);
     * ``well_depth`` D (eV), ``r_min`` (Å), ``binding_at_tail`` −ΔE(R_tail) (eV).
     """
@@ -258,9 +380,7 @@ def dimer_metrics(R: np.ndarray, E: np.ndarray, Fr: np.ndarray | None, r_tail: f
     out: dict[str, float] = {}
     ok = np.isfinite(E)
     if ok.sum() < 10 or not np.any(R[ok] > r_tail + tail_window):
-        return {k: float("nan") for k in ("tail_fraction", "tail_decay_length", "conservation_deviation",
-                                          "spearman_repulsive", "spearman_attractive", "tortuosity", "energy_jump",
-                                          "force_flips", "well_depth", "r_min", "binding_at_tail", "r_asymptote")}
+        return {k: float("nan") for k in _DIMER_KEYS}
     if not ok[-1]:
         # the model refuses R_far (e.g. a graph network on atoms beyond its cutoff): its own asymptote is the
         # energy at the largest distance it evaluates (docs/detective.md §2.1)
@@ -277,13 +397,20 @@ def dimer_metrics(R: np.ndarray, E: np.ndarray, Fr: np.ndarray | None, r_tail: f
     out["r_asymptote"] = float(R[-1])
     out["E_asymptote"] = float(E[-1])
     r, e = R[:-1], E[:-1] - E[-1]
-    k_min = int(np.argmin(e))
+    k_top, k_min = branches(e)
     D = -float(e[k_min])
     out["well_depth"] = D
     out["r_min"] = float(r[k_min])
     bind = -float(np.interp(r_tail, r, e))
     out["binding_at_tail"] = bind
     out["tail_fraction"] = bind / D if D > 1e-9 else 0.0
+    out["barrier"], kb = barrier_above_asymptote(e, k_min)
+    out["r_barrier"] = float(r[kb])
+    out["secondary_well"], ks = secondary_well(e, k_min)
+    out["r_secondary_well"] = float(r[ks])
+    out["collapse"], kc = collapse(e, k_top, wall)
+    out["r_collapse"] = float(r[kc])
+    out["wall_height"] = float(e[k_top])
     win = (r >= r_tail - tail_window) & (r <= r_tail + tail_window) & (-e > 1e-12)
     if win.sum() >= 3:
         slope = np.polyfit(r[win], np.log(-e[win]), 1)[0]
@@ -291,13 +418,18 @@ def dimer_metrics(R: np.ndarray, E: np.ndarray, Fr: np.ndarray | None, r_tail: f
     else:
         out["tail_decay_length"] = float("nan")
     if Fr is not None and np.all(np.isfinite(Fr)):
-        dEdr = np.gradient(E[:-1], r)
-        out["conservation_deviation"] = float(np.mean(np.abs(np.asarray(Fr, float)[:-1] - (-dEdr))))
         f = np.asarray(Fr, float)[:-1]
+        dEdr = np.gradient(E[:-1], r)
+        out["conservation_deviation"] = float(np.mean(np.abs(f - (-dEdr))))
         s = np.sign(f[np.abs(f) > 1e-3])
         out["force_flips"] = float(np.sum(s[1:] != s[:-1]))
+        fo = f[k_min + 1:]
+        so = np.sign(fo[np.abs(fo) > 1e-3])
+        out["extra_force_flips"] = float(np.sum(so[1:] != so[:-1]))
+        out["force_energy_mismatch"], out["r_mismatch"] = force_energy_mismatch(r, e, f, k_top, wall)
     else:
-        out["conservation_deviation"] = out["force_flips"] = float("nan")
+        out["conservation_deviation"] = out["force_flips"] = out["extra_force_flips"] = float("nan")
+        out["force_energy_mismatch"] = out["r_mismatch"] = float("nan")
     out["spearman_repulsive"] = _spearman(r[:k_min + 1], e[:k_min + 1])
     out["spearman_attractive"] = _spearman(r[k_min:], e[k_min:])
     d = np.diff(e)
@@ -312,8 +444,10 @@ def dimer_metrics(R: np.ndarray, E: np.ndarray, Fr: np.ndarray | None, r_tail: f
 class Dimers(Protocol):
     """Homo- and heteronuclear dimer scans (docs/detective.md §2.1).
 
-    Observable: the tail fraction (share of the model's own well depth still bound at R_tail); committee
-    disagreement decides suspicion.  Regions: every unordered pair of the elements, homonuclear included.
+    Observables (docs/detective.md §2.1), each judged on its own: the tail fraction (share of the model's own well
+    depth still bound at R_tail; the primary one, ``Cell.values``), the barrier above the asymptote, a secondary
+    well, the collapse of the short-range wall and the force–energy mismatch along the scan.  Regions: every
+    unordered pair of the elements, homonuclear included.
     """
 
     name = "dimers"
@@ -329,6 +463,7 @@ class Dimers(Protocol):
         self.threshold = config.tail_threshold
         self.floor = config.floor
         self.z_min = config.z_min
+        self.observables = dimer_observables(config)
 
     def key(self, region: Mapping[str, Any]) -> str:
         a, b = region["elements"]
@@ -359,7 +494,7 @@ class Dimers(Protocol):
             for mi, name in enumerate(committee.names):
                 e = E[mi, k0:k1]
                 fr = np.array([F[mi][k][1, 0] if F[mi][k] is not None else np.nan for k in range(k0, k1)])
-                m = dimer_metrics(R, e, fr, r_tail, self.config.tail_window)
+                m = dimer_metrics(R, e, fr, r_tail, self.config.tail_window, self.config.wall_height)
                 m["r_tail"] = r_tail
                 metrics[name] = m
                 values[name] = m["tail_fraction"]
@@ -388,8 +523,23 @@ class Dimers(Protocol):
                 if any(x in scope["elements"] for x in p)]
         return regs
 
-    def statement(self, scope: Mapping[str, Any]) -> str:
-        return (f"the target keeps a spurious mid-range attraction in dimers of {', '.join(scope['elements'])} "
+    def statement(self, scope: Mapping[str, Any], observable: str | None = None) -> str:
+        els = ", ".join(scope["elements"])
+        c = self.config
+        if observable == "barrier":
+            return (f"the target's dimer curves of {els} rise above their own dissociation asymptote beyond the well "
+                    f"(a spurious barrier, > {c.barrier_threshold:g} eV; physical limit {c.barrier_limit:g} eV) where "
+                    "the committee rises monotonically, and nowhere else")
+        if observable == "secondary_well":
+            return (f"the target's dimer curves of {els} turn down again beyond the well into a secondary well "
+                    f"(> {c.well_threshold:g} eV below the envelope) that the committee lacks, and nowhere else")
+        if observable == "collapse":
+            return (f"the target's short-range wall collapses in dimers of {els} (the energy falls as the atoms "
+                    f"approach, or never rises {c.wall_height:g} eV above the asymptote), and nowhere else")
+        if observable == "force_energy_mismatch":
+            return (f"the target's forces are not −dE/dR along dimer scans of {els} (mismatch > "
+                    f"{c.mismatch_limit:g} eV/Å), and nowhere else")
+        return (f"the target keeps a spurious mid-range attraction in dimers of {els} "
                 f"(tail fraction > {self.threshold:g} at R_tail, the committee far lower), and nowhere else")
 
     def configurations(self, region: Mapping[str, Any], committee: Any, cell: Cell | None = None
@@ -402,9 +552,20 @@ class Dimers(Protocol):
             r_min = float(tm.get("r_min", r_min)) if math.isfinite(tm.get("r_min", float("nan"))) else r_min
         pts = [("r_min", r_min), ("tail-0.5", r_tail - 0.5), ("tail", r_tail), ("tail+0.5", r_tail + 0.5),
                ("far", r_far)]
+        if cell is not None:  # the points where the other observables fired (barrier top, secondary well, ...)
+            tm = cell.metrics.get(committee.target_name, {})
+            for obs, at in (("barrier", "r_barrier"), ("secondary_well", "r_secondary_well"),
+                            ("collapse", "r_collapse"), ("force_energy_mismatch", "r_mismatch")):
+                if cell.suspicious_in(obs) and math.isfinite(tm.get(at, float("nan"))):
+                    pts.insert(-1, (obs, float(tm[at])))
         return [(f"{pair_key(a, b)}_{lab}_{r:.2f}A", dimer_structure(a, b, r, np.float64).to_ase()) for lab, r in pts]
 
-    def mechanism(self, committee: Any, scope: Mapping[str, Any], cells: Sequence[Cell]) -> dict[str, Any]:
+    def mechanism(self, committee: Any, scope: Mapping[str, Any], cells: Sequence[Cell],
+                  observable: str | None = None) -> dict[str, Any]:
+        """Mechanism probe (docs/detective.md §2.1): for the tail, is it in the energy (forces consistent) and how
+        long is its decay; for the other observables, where on the curve it sits and what the forces do there."""
+        if observable not in (None, "tail_fraction"):
+            return _dimer_shape_mechanism(self, committee, scope, cells, observable)
         t = committee.target_name
         inside = [c for c in cells if self.in_scope(c.region, scope)]
         cons = [c.metrics[t].get("conservation_deviation", float("nan")) for c in inside]
@@ -434,36 +595,21 @@ class Dimers(Protocol):
                                                      zip([c.key for c in inside], lam_c, strict=True))},
                 "confounds": confounds}
 
-    def impact(self, committee: Any, scope: Mapping[str, Any], cells: Sequence[Cell]) -> dict[str, Any]:
+    def impact(self, committee: Any, scope: Mapping[str, Any], cells: Sequence[Cell],
+               observable: str | None = None) -> dict[str, Any]:
         """Gas-phase weight of the residual binding (kT at 1200 K) and the bulk check: does the tail change the
-        reference crystal's energy per atom beyond the committee spread?"""
+        reference crystal's energy per atom beyond the committee spread?  Other observables: their own
+        application weight (docs/detective.md §2.1) and the same bulk check as the domain boundary."""
         from ase.units import kB
 
-        from jaxcert.core.elements import reference_crystal
-        from jaxcert.detective._signals import robust_z
-
+        if observable not in (None, "tail_fraction"):
+            return _dimer_shape_impact(self, committee, scope, cells, observable)
         t = committee.target_name
         kT = kB * 1200.0
         inside = [c for c in cells if self.in_scope(c.region, scope)]
         gas = {c.key: c.metrics[t].get("binding_at_tail", float("nan")) / kT for c in inside}
-        structs, labels = [], []
         n0 = committee.n_evals
-        for el in scope["elements"]:
-            atoms = reference_crystal(el)
-            if atoms is None:
-                continue
-            big = atoms.copy()
-            big.set_cell(atoms.get_cell() * 1.1, scale_atoms=True)
-            structs += [Structure.from_ase(a, dtype=committee.dtype) for a in (atoms, big)]
-            labels.append(el)
-        bulk = {}
-        if structs:
-            E = committee.energies(structs)
-            for k, el in enumerate(labels):
-                n_at = int(np.sum(np.asarray(structs[2 * k].mask)))
-                e = (E[:, 2 * k + 1] - E[:, 2 * k]) / n_at  # reference-free: the energy referencing cancels
-                z, med, _ = robust_z(float(e[0]), [float(v) for v in e[1:]], floor=0.02)
-                bulk[el] = {"expansion_energy_per_atom_target": float(e[0]), "committee_median": med, "z": z}
+        bulk = _bulk_check(committee, scope["elements"])
         in_spread = [el for el, b in bulk.items() if math.isfinite(b["z"]) and abs(b["z"]) < 3.0]
         worst = max(gas.items(), key=lambda kv: kv[1] if math.isfinite(kv[1]) else -1, default=("", float("nan")))
         summary = (f"At R_tail the target still binds {worst[0]} by {worst[1]:.1f} kT at 1200 K, which distorts "
@@ -480,3 +626,131 @@ class Dimers(Protocol):
         return {"summary": summary, "boundary": boundary, "numbers": {"binding_at_tail_over_kT_1200K": gas,
                                                                        "bulk": bulk},
                 "evals": committee.n_evals - n0}
+
+
+def _bulk_check(committee: Any, elements: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Energy per atom to expand each element's reference crystal by 10 %, target vs committee robust z
+    (an energy difference, so each model's energy referencing cancels; docs/detective.md §2.1)."""
+    from jaxcert.core.elements import reference_crystal
+    from jaxcert.detective._signals import robust_z
+
+    structs, labels = [], []
+    for el in elements:
+        atoms = reference_crystal(el)
+        if atoms is None:
+            continue
+        big = atoms.copy()
+        big.set_cell(atoms.get_cell() * 1.1, scale_atoms=True)
+        structs += [Structure.from_ase(a, dtype=committee.dtype) for a in (atoms, big)]
+        labels.append(el)
+    bulk: dict[str, dict[str, float]] = {}
+    if structs:
+        E = committee.energies(structs)
+        for k, el in enumerate(labels):
+            n_at = int(np.sum(np.asarray(structs[2 * k].mask)))
+            e = (E[:, 2 * k + 1] - E[:, 2 * k]) / n_at  # reference-free: the energy referencing cancels
+            z, med, _ = robust_z(float(e[0]), [float(v) for v in e[1:]], floor=0.02)
+            bulk[el] = {"expansion_energy_per_atom_target": float(e[0]), "committee_median": med, "z": z}
+    return bulk
+
+
+#: metric holding the position (Å) of each shape observable on the target's curve.
+_WHERE = {"barrier": "r_barrier", "secondary_well": "r_secondary_well", "collapse": "r_collapse",
+          "force_energy_mismatch": "r_mismatch"}
+
+
+def _dimer_shape_mechanism(p: Dimers, committee: Any, scope: Mapping[str, Any], cells: Sequence[Cell],
+                           observable: str) -> dict[str, Any]:
+    """Mechanism probe for the shape observables (docs/detective.md §2.1): where on the target's curve the anomaly
+    sits, its size against the committee's largest, and whether the forces agree with the energy there (a shape
+    in the energy itself, or an artefact of the force head)."""
+    o = p.observable_named(observable)
+    t = committee.target_name
+    inside = [c for c in cells if p.in_scope(c.region, scope) and c.suspicious_in(observable)]
+    rows, numbers = [], {}
+    for c in inside:
+        m = c.metrics[t]
+        com = [c.metrics[n].get(o.metric, float("nan")) for n in committee.names[1:]]
+        com_max = max((v for v in com if math.isfinite(v)), default=float("nan"))
+        rows.append(f"{c.key}: {m.get(o.metric, float('nan')):.3g} {o.unit} at R ≈ {m.get(_WHERE[observable]):.2f} Å "
+                    f"(committee at most {com_max:.3g}); well {m.get('well_depth', float('nan')):.3g} eV at "
+                    f"{m.get('r_min', float('nan')):.2f} Å; extra force sign changes beyond the well "
+                    f"{m.get('extra_force_flips', float('nan')):.0f}; force–energy mismatch "
+                    f"{m.get('force_energy_mismatch', float('nan')):.2g} eV/Å")
+        numbers[c.key] = {"value": m.get(o.metric), "where": m.get(_WHERE[observable]), "committee_max": com_max,
+                          "force_energy_mismatch": m.get("force_energy_mismatch"),
+                          "extra_force_flips": m.get("extra_force_flips"), "wall_height": m.get("wall_height")}
+    mis = [c.metrics[t].get("force_energy_mismatch", float("nan")) for c in inside]
+    worst = float(np.nanmax(mis)) if mis and np.any(np.isfinite(mis)) else float("nan")
+    confounds = ["grid resolution: excluded (the scope probe repeats every scan at half the step)"]
+    if observable == "force_energy_mismatch":
+        summary = ("The forces along the bond are not the derivative of the energy: the work of the forces over a "
+                   "double step differs from the energy change (Simpson's rule, quadrature error < 1e-3 eV/Å). A "
+                   "direct force head or a broken gradient path is the likely cause; the energy curve itself is "
+                   "judged separately. ")
+    else:
+        ok = math.isfinite(worst) and worst < p.config.mismatch_limit
+        summary = ("The anomaly is in the energy itself: forces agree with −dE/dR on every in-scope curve "
+                   f"(mismatch <= {worst:.2g} eV/Å). " if ok else
+                   f"Forces and energy also disagree on these curves (mismatch up to {worst:.2g} eV/Å). ")
+        if ok:
+            confounds.insert(0, "force–energy inconsistency: excluded (the forces integrate to the energy along "
+                                "every in-scope curve)")
+    summary += "Where: " + ("; ".join(rows) or "no in-scope anomaly") + "."
+    return {"summary": summary, "numbers": {"observable": observable, "cells": numbers,
+                                            "max_force_energy_mismatch": worst}, "confounds": confounds}
+
+
+def _dimer_shape_impact(p: Dimers, committee: Any, scope: Mapping[str, Any], cells: Sequence[Cell],
+                        observable: str) -> dict[str, Any]:
+    """Impact probe for the shape observables (docs/detective.md §2.1): the anomaly's weight in the application
+    it breaks, with the bulk check (energy to expand the reference crystal by 10 %) as the domain boundary."""
+    from ase.units import kB
+
+    o = p.observable_named(observable)
+    t = committee.target_name
+    inside = [c for c in cells if p.in_scope(c.region, scope) and c.suspicious_in(observable)]
+    vals = {c.key: float(c.metrics[t].get(o.metric, float("nan"))) for c in inside}
+    n0 = committee.n_evals
+    bulk = _bulk_check(committee, scope["elements"])
+    if observable == "barrier":
+        kT = kB * 300.0
+        w = {k: math.exp(-v / kT) for k, v in vals.items()}
+        summary = ("Pair association over the spurious barrier is slowed by the Arrhenius factor e^(−ΔE/kT) at "
+                   "300 K: " + "; ".join(f"{k}: ×{x:.2g}" for k, x in w.items()) + " (gas-phase dimerisation, "
+                   "cluster nucleation and every collision that crosses the barrier's distance).")
+        numbers: dict[str, Any] = {"arrhenius_factor_300K": w}
+    elif observable == "secondary_well":
+        kT = kB * 300.0
+        w = {k: v / kT for k, v in vals.items()}
+        summary = ("A spurious metastable pair state: the secondary well is " + "; ".join(
+            f"{k}: {x:.1f} kT" for k, x in w.items()) + " deep at 300 K, enough to trap pairs in MD at mid range.")
+        numbers = {"secondary_well_over_kT_300K": w}
+    elif observable == "collapse":
+        kT = kB * 3000.0
+        w = {k: v / kT for k, v in vals.items()}
+        summary = ("Atoms that approach closer than the wall's crest fall into the hole: the collapse is " +
+                   "; ".join(f"{k}: {x:.1f} kT" for k, x in w.items()) + " at 3000 K; high-temperature MD, "
+                   "radiation damage and high-pressure runs can reach it and never come back.")
+        numbers = {"collapse_over_kT_3000K": w}
+    else:
+        summary = ("Forces that are not −∇E do work around closed paths: NVE energy drifts and relaxations stop "
+                   "where the force, not the energy, vanishes; largest mismatch " + "; ".join(
+                       f"{k}: {v:.2g} eV/Å" for k, v in vals.items()) + ".")
+        numbers = {"force_energy_mismatch": vals}
+    in_spread = [el for el, b in bulk.items() if math.isfinite(b["z"]) and abs(b["z"]) < 3.0]
+    summary += (" Bulk check (energy per atom to expand the reference crystal by 10 %, target vs committee): "
+                + "; ".join(f"{el}: z = {b['z']:.1f}" for el, b in bulk.items()) + ".") if bulk else ""
+    if observable == "force_energy_mismatch":
+        boundary = ("Where it does not matter: single-point energies and anything computed from energies alone "
+                    "(formation energies, energy-based screening) are untouched; only force-driven simulations see "
+                    "it.")
+    elif in_spread:
+        boundary = ("Where it does not matter: in the bulk crystal of " + ", ".join(in_spread) + " the expansion "
+                    "energy stays within the committee spread (|z| < 3), so near-equilibrium condensed-phase "
+                    "simulations of these elements are not visibly affected.")
+    else:
+        boundary = ("No domain boundary found among the reference crystals: the anomaly also shifts bulk energies "
+                    "beyond the committee spread.")
+    numbers["bulk"] = bulk
+    return {"summary": summary, "boundary": boundary, "numbers": numbers, "evals": committee.n_evals - n0}

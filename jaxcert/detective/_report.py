@@ -20,6 +20,7 @@ import numpy as np
 
 from jaxcert.core.result import to_jsonable
 from jaxcert.detective._dft_card import decision_table, write_card
+from jaxcert.detective._observables import Observable
 from jaxcert.detective._oracle import LABEL as ORACLE_LABEL
 from jaxcert.detective._oracle import available as oracle_available
 from jaxcert.detective._oracle import energies as oracle_energies
@@ -36,13 +37,26 @@ def _fmt(x: float, spec: str = ".4g") -> str:
     return "n/a" if x is None or not math.isfinite(float(x)) else format(float(x), spec)
 
 
-def headline(cell: Cell, names: Sequence[str], unit: str = "") -> str:
-    """One line per cell, printed identically by the report and by ``reproduce.py``."""
+def headline(cell: Cell, names: Sequence[str], unit: str = "", observable: Observable | None = None) -> str:
+    """One line per cell, printed identically by the report and by ``reproduce.py``.
+
+    With ``observable`` the line gives that observable's values and both its signals, relative (robust z
+    against the committee) and absolute (its physical limit), kept apart (docs/detective.md §3).
+    """
     t = names[0]
-    com = ", ".join(f"{n} {_fmt(cell.values.get(n, float('nan')))}" for n in names[1:])
-    u = f" {unit}" if unit and unit != "1" else ""  # "1": dimensionless
-    return (f"{cell.key}: target {t} {_fmt(cell.values.get(t, float('nan')))}{u}; committee {com}; robust z "
-            f"{_fmt(cell.signal.z, '.1f')}; {cell.signal.label}")
+    if observable is None or observable.name not in cell.observables:
+        com = ", ".join(f"{n} {_fmt(cell.values.get(n, float('nan')))}" for n in names[1:])
+        u = f" {unit}" if unit and unit != "1" else ""  # "1": dimensionless
+        return (f"{cell.key}: target {t} {_fmt(cell.values.get(t, float('nan')))}{u}; committee {com}; robust z "
+                f"{_fmt(cell.signal.z, '.1f')}; {cell.signal.label}")
+    vals = cell.values_of(observable.name, observable.metric)
+    o = cell.observables[observable.name]
+    u = f" {observable.unit}" if observable.unit and observable.unit != "1" else ""
+    com = ", ".join(f"{n} {_fmt(vals.get(n, float('nan')))}" for n in names[1:])
+    ab = (f"absolute {o.absolute.label} (limit {observable.limit:g}{u})" if o.absolute is not None else
+          "absolute: no limit")
+    return (f"{cell.key} [{observable.name}]: target {t} {_fmt(vals.get(t, float('nan')))}{u}; committee {com}; "
+            f"relative {o.relative.label} (robust z {_fmt(o.relative.z, '.1f')}); {ab}; {o.combined.label}")
 
 
 REPRODUCE = '''#!/usr/bin/env python3
@@ -79,9 +93,11 @@ def main() -> int:
     committee = Committee(models[0], models[1:], specs=esc["specs"])
     protocol = make_protocol(esc["protocol"], esc["protocol_config"])
     cells = protocol.run(committee, esc["reproduce"]["regions"], variant=esc["reproduce"]["variant"])
-    print(f"{{esc['protocol']}}: {{protocol.observable}}")
+    name = esc.get("observable_name")
+    obs = protocol.observable_named(name) if name else None
+    print(f"{{esc['protocol']}}: {{obs.description if obs else protocol.observable}}")
     for cell in cells:
-        print(headline(cell, committee.names, protocol.unit))
+        print(headline(cell, committee.names, protocol.unit, obs))
     return 0
 
 
@@ -90,18 +106,30 @@ if __name__ == "__main__":
 '''
 
 
-def _figure(p: Protocol, cells: Sequence[Cell], names: Sequence[str], scope: Mapping[str, Any]) -> str:
+def _strength(c: Cell, obs: Observable | None, t: str) -> float:
+    """Ordering of cells for the report: the target's value in units of the criterion for an observable (so an
+    absolute violation with an infinite z does not hide a larger one), else the robust z."""
+    if obs is not None:
+        from jaxcert.detective._observables import severity_of
+
+        return severity_of(obs, c.metrics.get(t, {}).get(obs.metric, float("nan")))
+    return c.signal.z if math.isfinite(c.signal.z) else c.values.get(t, -1e9)
+
+
+def _figure(p: Protocol, cells: Sequence[Cell], names: Sequence[str], scope: Mapping[str, Any],
+            obs: Observable | None = None) -> str:
     from jaxcert.report import html as _html
 
     t = names[0]
-    inside = [c for c in cells if p.in_scope(c.region, scope) and c.suspicious] or list(cells)
+    name = obs.name if obs is not None else None
+    inside = [c for c in cells if p.in_scope(c.region, scope) and c.suspicious_in(name)] or list(cells)
     if not inside:
         return "<p><em>no data for a figure</em></p>"
-    best = max(inside, key=lambda c: c.signal.z if math.isfinite(c.signal.z) else -1e9)
+    best = max(inside, key=lambda c: _strength(c, obs, t))
     if best.data.get("x"):
         series = [(("target " if n == t else "") + n, best.data["x"], best.data["y"].get(n, []))
                   for n in names if best.data["y"].get(n)]
-        title = f"{best.key}: {p.observable}"
+        title = f"{best.key}: {obs.description if obs is not None else p.observable}"
         svg = _html.line_plot(series, title[:90], best.data["xlabel"], best.data["ylabel"], width=640, height=360)
         return svg
     if p.name == "adsorption":
@@ -124,7 +152,8 @@ def _figure(p: Protocol, cells: Sequence[Cell], names: Sequence[str], scope: Map
                            "cell index", "value", markers=True)
 
 
-def _xtb(p: Protocol, regions: Sequence[Mapping[str, Any]], committee: Any, budget_s: float = 60.0) -> list[str]:
+def _xtb(p: Protocol, regions: Sequence[Mapping[str, Any]], committee: Any, budget_s: float = 60.0,
+         obs: Observable | None = None) -> list[str]:
     """GFN2-xTB tail fractions on a 0.25 Å grid for at most three pairs within ``budget_s`` seconds (indicative)."""
     import time
 
@@ -149,10 +178,12 @@ def _xtb(p: Protocol, regions: Sequence[Mapping[str, Any]], committee: Any, budg
             lines.append(f"{a}-{b}: GFN2-xTB gave no usable curve (SCF failures at {int((~ok).sum())} of {len(R)} "
                          "points).")
             continue
-        m = dimer_metrics(R[ok], E[ok], None, r_tail, p.config.tail_window)
+        m = dimer_metrics(R[ok], E[ok], None, r_tail, p.config.tail_window, p.config.wall_height)
+        more = (f"; {obs.name} {m[obs.metric]:.3g} {obs.unit}" if obs is not None and obs.name != "tail_fraction"
+                and math.isfinite(m.get(obs.metric, float("nan"))) else "")
         lines.append(f"{a}-{b}: GFN2-xTB tail fraction {m['tail_fraction']:.3f} at {r_tail:.2f} Å (well depth "
-                     f"{m['well_depth']:.2f} eV at {m['r_min']:.2f} Å; {int((~ok).sum())} SCF failures dropped) — "
-                     f"{ORACLE_LABEL}.")
+                     f"{m['well_depth']:.2f} eV at {m['r_min']:.2f} Å{more}; {int((~ok).sum())} SCF failures "
+                     f"dropped) — {ORACLE_LABEL}.")
     return lines
 
 
@@ -187,42 +218,60 @@ def write_report(out: str, committee: Any, result: Any, esc: Mapping[str, Any] |
     h, p, decl = esc["hypothesis"], esc["protocol"], esc["declaration"]
     scope_cells: list[Cell] = list(esc["scope_cells"])
     t = names[0]
+    obs = p.observable_named(h.observable) if h.observable is not None else None
+    oname = h.observable
     inside = [c for c in scope_cells if p.in_scope(c.region, h.scope)]
-    flagged = sorted([c for c in inside if c.suspicious], key=lambda c: -(c.signal.z if math.isfinite(c.signal.z)
-                                                                          else c.values.get(t, 0)))
+    flagged = sorted([c for c in inside if c.suspicious_in(oname)], key=lambda c: -_strength(c, obs, t))
     top = flagged[:MAX_REGIONS] or inside[:MAX_REGIONS]
     seeds = [c for c in esc["screen"] if c.key in set(h.seed_cells)]
-    heads = [headline(c, names, p.unit) for c in top]
-    sev = max((c.values.get(t, float("nan")) for c in top), default=float("nan"))
+    heads = [headline(c, names, p.unit, obs) for c in top]
+    sev = max((c.values_of(oname, obs.metric if obs else None).get(t, float("nan")) for c in top),
+              default=float("nan"))
     scope = dict(h.scope)
     scope.setdefault("elements", [])
-    doc = {**base, "hypothesis": {"id": h.id, "statement": h.statement, "origin": h.origin},
+
+    def _signals(c: Cell) -> dict[str, Any]:
+        row = {"cell": c.key, **c.signal_of(oname).to_dict()}
+        if obs is not None and oname in c.observables:  # the two kinds apart (docs/detective.md §3)
+            o = c.observables[oname]
+            row["relative"] = o.relative.to_dict()
+            row["absolute"] = o.absolute.to_dict() if o.absolute is not None else None
+        return row
+
+    doc = {**base, "hypothesis": {"id": h.id, "statement": h.statement, "origin": h.origin,
+                                  "evidence": h.evidence},
            "type": h.signal_type, "protocol": p.name, "protocol_config": protocol_config(p),
-           "observable": p.observable, "unit": p.unit, "scope": scope, "severity": sev,
-           "signals": [{"cell": c.key, **c.signal.to_dict()} for c in top],
+           "observable": obs.description if obs is not None else p.observable,
+           "observable_name": oname, "unit": obs.unit if obs is not None else p.unit,
+           "criterion": obs.describe() if obs is not None else None, "scope": scope, "severity": sev,
+           "signals": [_signals(c) for c in top],
+           "other_observables": _others(p, esc["screen"], t, oname),
            "verdict": esc["verdict"], "declaration": {k: decl[k] for k in ("expected_failures", "expected_clean",
                                                                              "criteria", "refuted_if")},
            "reproduce": {"regions": [c.region for c in top], "variant": "fine"}, "headline": heads}
 
     # (4) figure, (6) DFT card, oracle
-    svg = _figure(p, scope_cells, names, h.scope)
+    svg = _figure(p, scope_cells, names, h.scope, obs)
     _write(out, "figure.svg", svg if svg.startswith("<svg") else '<svg xmlns="http://www.w3.org/2000/svg"/>')
     configs = []
     for c in top:
         configs += p.configurations(c.region, committee, c)
     card = write_card(os.path.join(out, "dft"), configs)
     ref = top[0] if top else None
-    table = decision_table(h.signal_type, decl, ref.values.get(t, float("nan")) if ref else float("nan"),
-                           ref.signal.committee_median if ref else float("nan"),
-                           ref.signal.committee_scale if ref else float("nan"), p.observable, p.unit)
-    xtb = _xtb(p, [c.region for c in top], committee, budget_s=oracle_s)
+    rsig = ref.signal_of(oname) if ref else None
+    table = decision_table(h.signal_type, decl, rsig.target if rsig else float("nan"),
+                           rsig.committee_median if rsig else float("nan"),
+                           rsig.committee_scale if rsig else float("nan"),
+                           obs.description if obs is not None else p.observable, obs.unit if obs is not None
+                           else p.unit)
+    xtb = _xtb(p, [c.region for c in top], committee, budget_s=oracle_s, obs=obs)
     doc["dft_card"] = {"configurations": card, "total_core_hours": float(sum(r["core_hours"] for r in card)),
                        "decision_table": [{"reference": a, "verdict": b} for a, b in table],
                        "pseudopotentials": "placeholders: supply PAW_PBE POTCARs (VASP) and <El>.pbe.UPF (QE)"}
     doc["oracle"] = xtb
     mech, imp = esc["probes"]["mechanism"], esc["probes"]["impact"]
     confounds = list(mech.get("confounds", []))
-    n_all = [c.signal.n_committee_anomalous for c in top]
+    n_all = [c.signal_of(oname).n_committee_anomalous for c in top]
     confounds.insert(0, f"a protocol artefact: excluded (committee models crossing the threshold on the escalated "
                         f"cells: {', '.join(map(str, n_all))} of {len(names) - 1})")
     v = esc["verdict"]["numbers"]
@@ -232,10 +281,13 @@ def write_report(out: str, committee: Any, result: Any, esc: Mapping[str, Any] |
     doc["confounds_closed"] = confounds
     doc["mechanism"], doc["impact"] = mech["summary"], {"summary": imp["summary"], "boundary": imp["boundary"]}
 
-    seed_txt = [headline(c, names, p.unit) for c in seeds[:6]]
-    type_txt = ("an exact-constraint violation: verification decides the verdict by re-running the check; DFT "
-                "supplies reference values only" if h.signal_type == "exact-constraint violation" else
-                "a committee disagreement: the committee only allocated suspicion; the DFT reference decides")
+    seed_txt = [headline(c, names, p.unit, obs) for c in seeds[:6]]
+    type_txt = {"exact-constraint violation": "an exact-constraint violation: verification decides the verdict by "
+                "re-running the check; DFT supplies reference values only",
+                "physical-criterion violation": "the target breaks the observable's absolute physical criterion "
+                "whatever the committee says; a reference could still show a small effect, so the DFT reference "
+                "decides the size"}.get(h.signal_type, "a committee disagreement: the committee only allocated "
+                                                     "suspicion; the DFT reference decides")
     sections = [
         ("1. Finding", [f"{h.statement[0].upper()}{h.statement[1:]}. In the scope probe "
                         f"{v['in_scope_hits']}/{v['in_scope_scored']} in-scope cells show the signal and "
@@ -259,7 +311,15 @@ def write_report(out: str, committee: Any, result: Any, esc: Mapping[str, Any] |
         ("7. Confounds closed", [f"- {c}" for c in confounds]),
     ]
     md = [f"# Escalation: {h.id}", "", f"Target **{t}**; committee {', '.join(names[1:])}; protocol {p.name} "
-          f"({p.observable}); {result.n_evals} model evaluations, {result.wall_s:.0f} s.", ""]
+          f"({doc['observable']}); {result.n_evals} model evaluations, {result.wall_s:.0f} s.", ""]
+    if obs is not None:
+        kind = "exact constraint" if obs.exact else "physical criterion"
+        lim = f"absolute limit {obs.limit:g} {obs.unit} ({kind})." if obs.limit is not None else "no absolute limit."
+        md += [f"Observable `{obs.name}` ({obs.unit}): relative threshold {obs.threshold:g}, z floor {obs.floor:g}, "
+               f"{lim} Seed paper: {obs.paper}", ""]
+        if doc["other_observables"]:
+            md += ["Other observables flagged in the screen (each judged on its own): " + "; ".join(
+                f"{k}: {', '.join(v)}" for k, v in doc["other_observables"].items()) + ".", ""]
     for title, body in sections:
         md += [f"## {title}", ""] + [b.replace("    ", "    ", 1) for b in body]
         if title.startswith("4."):
@@ -278,6 +338,18 @@ def write_report(out: str, committee: Any, result: Any, esc: Mapping[str, Any] |
     _write(out, "escalation.json", json.dumps(to_jsonable(doc), indent=2))
     _write(out, "reproduce.py", REPRODUCE.format(x64=str(str(committee.dtype) == "float64")))
     return doc
+
+
+def _others(p: Protocol, screen: Sequence[Cell], t: str, oname: str | None) -> dict[str, list[str]]:
+    """observable -> screen cells it flags, for every observable of ``p`` other than ``oname``."""
+    out: dict[str, list[str]] = {}
+    for o in p.observables:
+        if o.name == oname:
+            continue
+        keys = [c.key for c in screen if c.suspicious_in(o.name)]
+        if keys:
+            out[o.name] = keys
+    return out
 
 
 def _html_page(title: str, sections: Sequence[tuple[str, list[str]]], svg: str, md: Sequence[str]) -> str:

@@ -31,9 +31,10 @@ from jaxcert.core.result import Result
 from jaxcert.detective._committee import Committee
 from jaxcert.detective._constraints import Constraints
 from jaxcert.detective._memory import EvidenceMemory
+from jaxcert.detective._observables import Observable, severity_of
 from jaxcert.detective._protocols import Cell, Protocol
 from jaxcert.detective._registry import PROTOCOLS, make_protocol, protocol_config
-from jaxcert.detective._signals import ARTEFACT, CONSTRAINT, DISAGREEMENT, SKIPPED
+from jaxcert.detective._signals import ARTEFACT, CONSTRAINT, DISAGREEMENT, PHYSICAL, SKIPPED, SUSPICIOUS
 
 __all__ = ["Hypothesis", "Proposer", "RuleBasedProposer", "InvestigationResult", "investigate", "make_protocol",
            "PROTOCOLS", "MIN_IN_SCOPE", "MAX_OUT_OF_SCOPE", "severity_ratio"]
@@ -66,6 +67,10 @@ class Hypothesis:
       importance, severity, priority: the proposer's ranking inputs and result.
       seed_cells: keys of the screen cells it started from.
       origin: why it was proposed (e.g. "screen", "narrowed after rejection of ...").
+      observable: the protocol observable it is about (docs/detective.md §2.0); None: the protocol's single or
+        primary value (``Cell.signal``).
+      evidence: the ranking inputs in physical units: the largest target value and its unit, the number of seed
+        cells, how many of them break the absolute criterion and how many only disagree with the committee.
     """
 
     id: str
@@ -78,14 +83,33 @@ class Hypothesis:
     priority: float
     seed_cells: list[str]
     origin: str = "screen"
+    observable: str | None = None
+    evidence: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
-def hypothesis_id(protocol: str, scope: Mapping[str, Any]) -> str:
-    h = hashlib.sha1(json.dumps(scope, sort_keys=True).encode()).hexdigest()[:10]
-    return f"{protocol}:{h}"
+def hypothesis_id(protocol: str, scope: Mapping[str, Any], observable: str | None = None) -> str:
+    """``protocol:hash`` (``protocol:observable:hash`` for a hypothesis about one observable), stable across runs."""
+    doc = dict(scope) if observable is None else {"scope": scope, "observable": observable}
+    h = hashlib.sha1(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:10]
+    return f"{protocol}:{h}" if observable is None else f"{protocol}:{observable}:{h}"
+
+
+def _accepts(fn: Callable[..., Any], name: str) -> bool:
+    """Does ``fn`` take the keyword ``name`` (a user protocol's hooks may predate observables)?"""
+    import inspect
+
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def breadth(n_cells: int) -> float:
+    """Scope factor of the ranking: 1 + 0.25·log2(cells) (1 cell 1.0, 4 cells 1.5, 16 cells 2.0)."""
+    return 1.0 + 0.25 * math.log2(max(int(n_cells), 1))
 
 
 @runtime_checkable
@@ -105,22 +129,55 @@ class Proposer(TypingProtocol):
 class RuleBasedProposer:
     """The default proposer: rules over the protocol table (docs/detective.md §4.2).
 
-    * one hypothesis per protocol from its suspicious screen cells (per constraint for ``constraints``), scope
-      = the protocol's :meth:`~Protocol.scope_of` those cells;
-    * priority = importance × (1 + min(10, severity)), severity = the largest :func:`severity_ratio` of its
-      cells;
+    * one hypothesis per protocol *observable* from the cells that observable flags (per constraint for
+      ``constraints``), scope = the protocol's :meth:`~Protocol.scope_of` those cells;
+    * severity in the criterion's own units: the largest target value / its absolute limit (/ its relative
+      threshold without a limit; :func:`~jaxcert.detective._observables.severity_of`), e.g. a 0.2 eV barrier
+      against a 0.05 eV limit is 4;
+    * priority = importance × observable weight × evidence × (1 + min(10, severity)) × :func:`breadth`, evidence
+      1.5 when a seed cell breaks the absolute criterion, else 1 (disagreement only allocates suspicion);
     * memory: when a hypothesis was rejected, its *narrowed* form (only the cells with z >= 2 z_min, or value
-      >= 2 × threshold for constraints) is proposed next if it differs.
+      >= 2 × the criterion) is proposed next if it differs.
     """
 
-    def _make(self, p: Protocol, cells: Sequence[Cell], target: str, origin: str) -> Hypothesis:
+    def _make(self, p: Protocol, cells: Sequence[Cell], target: str, origin: str,
+              obs: Observable | None = None) -> Hypothesis:
         scope = p.scope_of(cells)
-        sev = max(severity_ratio(p, c, target) for c in cells)
-        return Hypothesis(id=hypothesis_id(p.name, scope), protocol=p.name, scope=scope, statement=p.statement(scope),
-                          signal_type="exact-constraint violation" if p.kind == "constraint" else
-                          "committee disagreement", importance=p.importance, severity=sev,
-                          priority=p.importance * (1.0 + min(10.0, sev)), seed_cells=[c.key for c in cells],
-                          origin=origin)
+        name = obs.name if obs is not None else None
+        if obs is None:
+            sev = max(severity_ratio(p, c, target) for c in cells)
+            absolute = sum(c.signal.label in (CONSTRAINT, PHYSICAL) for c in cells)
+            sig_type = "exact-constraint violation" if p.kind == "constraint" else "committee disagreement"
+            weight, vmax, unit = 1.0, max(c.values.get(target, float("nan")) for c in cells), p.unit
+            evidence_w = 1.0
+        else:
+            vals = [c.metrics.get(target, {}).get(obs.metric, float("nan")) for c in cells]
+            sev = max(severity_of(obs, v) for v in vals)
+            absolute = sum(c.signal_of(name).label in (CONSTRAINT, PHYSICAL) for c in cells)
+            sig_type = (("exact-constraint violation" if obs.exact else "physical-criterion violation") if absolute
+                        else "committee disagreement")
+            weight, vmax, unit = obs.weight, max((v for v in vals if math.isfinite(v)), default=float("nan")), obs.unit
+            evidence_w = 1.5 if absolute else 1.0
+        stmt = p.statement(scope, name) if name is not None and _accepts(p.statement, "observable") else \
+            p.statement(scope)
+        evidence = {"observable": name or p.observable, "unit": unit, "max_target_value": vmax,
+                    "n_cells": len(cells), "n_absolute": int(absolute), "n_disagreement": len(cells) - int(absolute)}
+        return Hypothesis(id=hypothesis_id(p.name, scope, name), protocol=p.name, scope=scope, statement=stmt,
+                          signal_type=sig_type, importance=p.importance, severity=sev,
+                          priority=p.importance * weight * evidence_w * (1.0 + min(10.0, sev)) * breadth(len(cells)),
+                          seed_cells=[c.key for c in cells], origin=origin, observable=name, evidence=evidence)
+
+    def _strong(self, p: Protocol, cells: Sequence[Cell], target: str, obs: Observable | None) -> list[Cell]:
+        if obs is None:
+            return [c for c in cells if (c.signal.z >= 2 * p.z_min if c.signal.label == DISAGREEMENT
+                                         else c.values[target] >= 2 * c.signal.threshold)]
+        out = []
+        for c in cells:
+            sig = c.signal_of(obs.name)
+            v = c.metrics.get(target, {}).get(obs.metric, float("nan"))
+            if (sig.z >= 2 * p.z_min) if sig.label == DISAGREEMENT else (v >= 2 * sig.threshold):
+                out.append(c)
+        return out
 
     def propose(self, screens: Mapping[str, Sequence[Cell]], protocols: Mapping[str, Protocol], target: str,
                 memory: EvidenceMemory) -> list[Hypothesis]:
@@ -128,20 +185,23 @@ class RuleBasedProposer:
         rejected = {r["hypothesis_id"] for r in memory.of_type("verdict") if r["verdict"] == "reject"}
         for name, cells in screens.items():
             p = protocols[name]
-            sus = [c for c in cells if c.suspicious]
-            if not sus:
-                continue
-            groups = ([[c for c in sus if c.region["constraint"] == k] for k in sorted({c.region["constraint"]
-                                                                                     for c in sus})]
-                      if isinstance(p, Constraints) else [sus])
-            for g in groups:
-                h = self._make(p, g, target, "screen")
+            groups: list[tuple[Observable | None, list[Cell]]]
+            if p.observables:
+                groups = [(o, [c for c in cells if c.suspicious_in(o.name)]) for o in p.observables]
+            else:
+                sus = [c for c in cells if c.suspicious]
+                groups = ([(None, [c for c in sus if c.region["constraint"] == k])
+                           for k in sorted({c.region["constraint"] for c in sus})]
+                          if isinstance(p, Constraints) else [(None, sus)])
+            for obs, g in groups:
+                if not g:
+                    continue
+                h = self._make(p, g, target, "screen", obs)
                 out.append(h)
                 if h.id in rejected:
-                    strong = [c for c in g if (c.signal.z >= 2 * p.z_min if c.signal.label == DISAGREEMENT
-                                               else c.values[target] >= 2 * c.signal.threshold)]
+                    strong = self._strong(p, g, target, obs)
                     if strong and len(strong) < len(g):
-                        out.append(self._make(p, strong, target, f"narrowed after the rejection of {h.id}"))
+                        out.append(self._make(p, strong, target, f"narrowed after the rejection of {h.id}", obs))
         out.sort(key=lambda h: -h.priority)
         return out
 
@@ -168,28 +228,45 @@ def _fingerprint(p: Protocol, committee: Committee, elements: Sequence[str]) -> 
     return hashlib.sha1(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _fraction(cells: Sequence[Cell], labels: Sequence[str]) -> tuple[float, int, int]:
-    scored = [c for c in cells if c.signal.label != SKIPPED]
-    hit = sum(c.signal.label in labels for c in scored)
+def _fraction(cells: Sequence[Cell], labels: Sequence[str], observable: str | None = None
+              ) -> tuple[float, int, int]:
+    scored = [c for c in cells if c.signal_of(observable).label != SKIPPED]
+    hit = sum(c.signal_of(observable).label in labels for c in scored)
     return (hit / len(scored) if scored else float("nan")), hit, len(scored)
 
 
 def declare(h: Hypothesis, p: Protocol, regions: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The pre-registration of ``h`` (docs/detective.md §4.3), written before its probes run."""
+    """The pre-registration of ``h`` (docs/detective.md §4.3), written before its probes run.
+
+    For a hypothesis about one observable the criteria name it, with its relative threshold, z floor and
+    absolute limit; a cell counts as failing when that observable is flagged by either kind (a disagreement or
+    an absolute violation), and the two kinds are counted apart in the verdict.
+    """
     keys_in = [p.key(r) for r in regions if p.in_scope(r, h.scope)]
     keys_out = [p.key(r) for r in regions if not p.in_scope(r, h.scope)]
-    label = CONSTRAINT if p.kind == "constraint" else DISAGREEMENT
+    obs = p.observable_named(h.observable) if h.observable is not None else None
+    if obs is None:
+        label = CONSTRAINT if p.kind == "constraint" else DISAGREEMENT
+        labels = [label]
+        crit_obs = {"observable": None, "threshold": p.threshold, "z_min": p.z_min, "floor": p.floor,
+                    "limit": None}
+        what = f"the {label} signal"
+    else:
+        label = (CONSTRAINT if obs.exact else PHYSICAL) if h.signal_type != "committee disagreement" else DISAGREEMENT
+        labels = list(SUSPICIOUS)
+        crit_obs = {"observable": obs.name, "metric": obs.metric, "unit": obs.unit, "threshold": obs.threshold,
+                    "z_min": p.z_min, "floor": obs.floor, "limit": obs.limit, "exact": obs.exact}
+        what = (f"the {obs.name} anomaly (a disagreement, z >= {p.z_min:g} above {obs.threshold:g} {obs.unit}, or "
+                + (f"a value above the limit {obs.limit:g} {obs.unit})" if obs.limit is not None else "no limit)"))
     return {
         "hypothesis": h.to_dict(),
         "expected_failures": keys_in,
         "expected_clean": keys_out,
         "scope": h.scope,
-        "criteria": {"signal": label, "min_in_scope_fraction": MIN_IN_SCOPE, "max_out_of_scope_fraction":
-                     MAX_OUT_OF_SCOPE, "threshold": p.threshold, "z_min": p.z_min, "floor": p.floor,
-                     "variant": "fine"},
+        "criteria": {"signal": label, "labels": labels, "min_in_scope_fraction": MIN_IN_SCOPE,
+                     "max_out_of_scope_fraction": MAX_OUT_OF_SCOPE, "variant": "fine", **crit_obs},
         "refuted_if": [
-            f"fewer than {MIN_IN_SCOPE:.0%} of the in-scope cells show the {label} signal in the scope probe (finer "
-            "settings)",
+            f"fewer than {MIN_IN_SCOPE:.0%} of the in-scope cells show {what} in the scope probe (finer settings)",
             f"more than {MAX_OUT_OF_SCOPE:.0%} of the out-of-scope cells show it (the scope is wrong)",
             "every committee model shows the same anomaly in scope (a protocol artefact, not the target)",
         ],
@@ -199,22 +276,30 @@ def declare(h: Hypothesis, p: Protocol, regions: Sequence[dict[str, Any]]) -> di
 
 
 def decide(decl: Mapping[str, Any], p: Protocol, cells: Sequence[Cell]) -> dict[str, Any]:
-    """Apply the pre-registered criteria to the scope probe's cells: escalate or reject (with the reason)."""
+    """Apply the pre-registered criteria to the scope probe's cells: escalate or reject (with the reason).
+
+    Only the pre-registered observable's labels count (an artefact of another observable changes nothing).
+    """
     crit = decl["criteria"]
     label = crit["signal"]
+    labels = tuple(crit.get("labels") or (label,))
+    obs = crit.get("observable")
     inside = [c for c in cells if c.key in set(decl["expected_failures"])]
     outside = [c for c in cells if c.key in set(decl["expected_clean"])]
-    f_in, n_in, d_in = _fraction(inside, (label,))
-    f_out, n_out, d_out = _fraction(outside, (label,))
-    art_in = sum(c.signal.label == ARTEFACT for c in inside)
+    f_in, n_in, d_in = _fraction(inside, labels, obs)
+    f_out, n_out, d_out = _fraction(outside, labels, obs)
+    art_in = sum(c.signal_of(obs).label == ARTEFACT for c in inside)
+    abs_in = sum(c.signal_of(obs).label in (CONSTRAINT, PHYSICAL) for c in inside)
     numbers = {"in_scope_fraction": f_in, "in_scope_hits": n_in, "in_scope_scored": d_in,
                "out_of_scope_fraction": f_out, "out_of_scope_hits": n_out, "out_of_scope_scored": d_out,
-               "in_scope_artefacts": art_in}
+               "in_scope_artefacts": art_in, "observable": obs, "in_scope_absolute": abs_in,
+               "in_scope_disagreement": sum(c.signal_of(obs).label == DISAGREEMENT for c in inside)}
+    shown = f"the {obs} anomaly" if obs else f"the {label} signal"
     reasons = []
     if not d_in:
         reasons.append("no in-scope cell could be scored")
     elif f_in < crit["min_in_scope_fraction"]:
-        reasons.append(f"only {n_in}/{d_in} in-scope cells show the {label} signal (< "
+        reasons.append(f"only {n_in}/{d_in} in-scope cells show {shown} (< "
                        f"{crit['min_in_scope_fraction']:.0%} pre-registered)")
     if d_out and f_out > crit["max_out_of_scope_fraction"]:
         reasons.append(f"{n_out}/{d_out} out-of-scope cells show it too (> {crit['max_out_of_scope_fraction']:.0%} "
@@ -222,9 +307,18 @@ def decide(decl: Mapping[str, Any], p: Protocol, cells: Sequence[Cell]) -> dict[
     if d_in and art_in and art_in >= max(1, d_in - n_in):
         reasons.append(f"{art_in} in-scope cells are failed by every model: a protocol artefact")
     verdict = "reject" if reasons else "escalate"
+    kinds = (f" ({abs_in} break the absolute criterion, {numbers['in_scope_disagreement']} only disagree with the "
+             "committee)") if obs else ""
     return {"verdict": verdict, "reason": "; ".join(reasons) if reasons else
-            f"{n_in}/{d_in} in-scope and {n_out}/{d_out} out-of-scope cells show the {label} signal, as "
+            f"{n_in}/{d_in} in-scope and {n_out}/{d_out} out-of-scope cells show {shown}{kinds}, as "
             "pre-registered", "numbers": numbers}
+
+
+def _labelled(p: Protocol, c: Cell) -> list[tuple[str | None, Any]]:
+    """(observable name, combined signal) of every observable of ``c`` ((None, signal) without observables)."""
+    if p.observables and c.observables:
+        return [(o.name, c.signal_of(o.name)) for o in p.observables if o.name in c.observables]
+    return [(None, c.signal)]
 
 
 def investigate(
@@ -292,11 +386,19 @@ def investigate(
         memory.append("screen", protocol=name, fingerprint=fp, config=protocol_config(p), cells=[c.to_dict() for c
                                                                                                  in cells],
                       evals=committee.n_evals - n0, wall_s=time.perf_counter() - t1)
+        n_art = 0
         for c in cells:
-            if c.signal.label == ARTEFACT:
-                memory.append("artefact", protocol=name, cell=c.key, reason=c.signal.reason, values=c.values)
+            for oname, sig in _labelled(p, c):
+                if sig.label == ARTEFACT:  # an artefact of this observable only (docs/detective.md §3.3)
+                    n_art += 1
+                    memory.append("artefact", protocol=name, cell=c.key, observable=oname, reason=sig.reason,
+                                  values=c.values_of(oname, getattr(p.observable_named(oname), "metric", None)))
         n_sus = sum(c.suspicious for c in cells)
-        say(f"    {n_sus} suspicious, {sum(c.signal.label == ARTEFACT for c in cells)} protocol artefacts, "
+        per = ""
+        if p.observables:
+            counts = {o.name: sum(c.suspicious_in(o.name) for c in cells) for o in p.observables}
+            per = " (" + ", ".join(f"{k} {v}" for k, v in counts.items() if v) + ")" if any(counts.values()) else ""
+        say(f"    {n_sus} suspicious cells{per}, {n_art} protocol artefacts, "
             f"{committee.n_evals - n0} evaluations, {time.perf_counter() - t1:.1f} s")
     hypothesis: Hypothesis | None = None
     escalation = None
@@ -348,7 +450,8 @@ def investigate(
             prec = memory.probe(h.id, pname)
             if prec is None:
                 n0 = committee.n_evals
-                res = fn(committee, h.scope, scope_cells)
+                res = (fn(committee, h.scope, scope_cells, observable=h.observable) if h.observable is not None
+                       and _accepts(fn, "observable") else fn(committee, h.scope, scope_cells))
                 res.pop("evals", None)
                 prec = memory.append("probe", hypothesis_id=h.id, probe=pname, report=res,
                                      evals=committee.n_evals - n0)

@@ -27,7 +27,8 @@ import numpy as np
 
 from jaxcert.core.result import Result, Status
 
-__all__ = ["MAD_SCALE", "NONE", "WEAK", "DISAGREEMENT", "CONSTRAINT", "ARTEFACT", "SKIPPED", "SUSPICIOUS",
+__all__ = ["MAD_SCALE", "NONE", "WEAK", "DISAGREEMENT", "CONSTRAINT", "PHYSICAL", "ARTEFACT", "SKIPPED",
+           "SUSPICIOUS",
            "Signal", "robust_z", "classify"]
 
 #: 1.4826 · MAD estimates σ for normal data (as in jaxcert.controls._consensus).
@@ -37,11 +38,12 @@ NONE = "none"                    # the target does not cross the threshold
 WEAK = "weak"                    # the target crosses it but the committee does not single it out (z < z_min)
 DISAGREEMENT = "disagreement"    # committee disagreement: the target crosses the threshold and z >= z_min
 CONSTRAINT = "constraint"        # exact-constraint violation by the target (decisive on its own)
+PHYSICAL = "physical"            # the target breaks an observable's absolute physical criterion (§3.4)
 ARTEFACT = "protocol_artefact"   # every model (target and committee) crosses the threshold
 SKIPPED = Status.SKIPPED.value   # the target could not be evaluated, or the check is guaranteed by construction
 
 #: Labels that make a cell suspicious enough to seed a hypothesis.
-SUSPICIOUS = (DISAGREEMENT, CONSTRAINT)
+SUSPICIOUS = (DISAGREEMENT, CONSTRAINT, PHYSICAL)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +52,7 @@ class Signal(Result):
     writes a non-finite ``z`` or median as ``None``; :meth:`from_dict` reads it back as NaN).
 
     Attributes:
-      label: one of NONE, WEAK, DISAGREEMENT, CONSTRAINT, ARTEFACT, SKIPPED.
+      label: one of NONE, WEAK, DISAGREEMENT, CONSTRAINT, PHYSICAL, ARTEFACT, SKIPPED.
       z: robust z of the target against the committee (NaN without committee values).
       target: the target's value of the observable.
       committee_median: median of the committee's values.

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from jaxcert.core.structure import Structure
+from jaxcert.detective._observables import WALL_HEIGHT, Observable, force_energy_mismatch
 from jaxcert.detective._protocols import Cell, Protocol, _rcov, supported
 
 __all__ = ["ADSORBATES", "SurfaceConfig", "Desorption", "Adsorption", "slab_atoms", "surface_label",
@@ -50,6 +51,13 @@ class SurfaceConfig:
       dz_max: scan length above the covalent-sum height in Å (6.0), raised to the committee cutoff + 1.5 Å.
       rise_threshold: a rise above the desorption asymptote larger than this is anomalous (0.05 eV).
       rise_floor: floor of the committee scale for the desorption z (0.02 eV).
+      rise_limit: absolute criterion on the rise, eV (0.1: a violation whatever the committee says; the seed
+        paper's DFT reference rises 0.022 eV on CO/Cu(111) where MACE-MPA-0 rises 0.209 eV, and a rigid scan
+        overestimates a relaxed path's barrier, so the limit sits well above the reference's rise).
+      asymptote_threshold, asymptote_floor, asymptote_limit: the dissociation limit |E(far) − E(slab) −
+        E(molecule)| in eV (0.05, 0.02, 0.05: size consistency is exact).
+      mismatch_threshold, mismatch_floor, mismatch_limit: force–energy mismatch along the scan, eV/Å (0.01, 0.005,
+        0.05; exact: F_z on the molecule = −dE/dΔz).
       erel_threshold: E_rel above it is flagged (0.0 eV, the paper's flag).
       erel_floor: floor of the committee scale for the adsorption z (0.1 eV).
       fmax, max_steps: FIRE settings of the adsorbate relaxation (0.05 eV/Å, 200 steps; the scope probe
@@ -69,6 +77,13 @@ class SurfaceConfig:
     dz_max: float = 6.0
     rise_threshold: float = 0.05
     rise_floor: float = 0.02
+    rise_limit: float = 0.1
+    asymptote_threshold: float = 0.05
+    asymptote_floor: float = 0.02
+    asymptote_limit: float = 0.05
+    mismatch_threshold: float = 0.01
+    mismatch_floor: float = 0.005
+    mismatch_limit: float = 0.05
     erel_threshold: float = 0.0
     erel_floor: float = 0.1
     fmax: float = 0.05
@@ -142,16 +157,22 @@ def _metals(elements: Sequence[str]) -> list[str]:
     return [e for e in elements if (reference_states[atomic_numbers[e]] or {}).get("symmetry") in ("fcc", "bcc", "hcp")]
 
 
-def desorption_metrics(dz: np.ndarray, E: np.ndarray) -> dict[str, float]:
+def desorption_metrics(dz: np.ndarray, E: np.ndarray, Fz: np.ndarray | None = None,
+                       separated: float | None = None) -> dict[str, float]:
     """Rigid-scan metrics (docs/detective.md §2.2): ``dz`` (Å) ends with the far point, ``E`` eV.
 
     ``rise`` = max over Δz beyond the scan's minimum of E(Δz) − E_far (the model's own desorption asymptote; > 0
     is a barrier), ``dz_rise`` its position measured from the minimum, ``binding`` = E_far − E_min,
-    ``secondary_well``: the deepest minimum beyond the maximum, relative to E_far (0 if none).
+    ``secondary_well``: the deepest minimum beyond the maximum, relative to E_far (0 if none).  With ``Fz``
+    (eV/Å, the force on the molecule along +z at each point) ``force_energy_mismatch`` (eV/Å, Simpson's rule under
+    1 eV above the asymptote; :func:`~jaxcert.detective._observables.force_energy_mismatch`); with ``separated``
+    (E(slab) + E(molecule), eV) ``asymptote_gap`` = |E_far − separated| (size consistency of the desorbed state).
     """
     dz, E = np.asarray(dz, float), np.asarray(E, float)
+    keys = ("rise", "dz_rise", "binding", "secondary_well", "dz_min", "force_energy_mismatch", "dz_mismatch",
+            "asymptote_gap")
     if not np.all(np.isfinite(E)):
-        return {k: float("nan") for k in ("rise", "dz_rise", "binding", "secondary_well", "dz_min")}
+        return {k: float("nan") for k in keys}
     e = E[:-1] - E[-1]
     k0 = int(np.argmin(e))
     tail = e[k0:]
@@ -159,8 +180,35 @@ def desorption_metrics(dz: np.ndarray, E: np.ndarray) -> dict[str, float]:
     rise = float(max(tail[k1], 0.0))
     after = tail[k1:]
     sec = float(min(np.min(after), 0.0)) if after.size and rise > 0 else 0.0
-    return {"rise": rise, "dz_rise": float(dz[k0 + k1] - dz[k0]), "binding": float(-e[k0]),
-            "secondary_well": sec, "dz_min": float(dz[k0])}
+    out = {"rise": rise, "dz_rise": float(dz[k0 + k1] - dz[k0]), "binding": float(-e[k0]),
+           "secondary_well": sec, "dz_min": float(dz[k0])}
+    # the scan starts near the bond, not inside a wall: check the whole path under the cap
+    out["force_energy_mismatch"], out["dz_mismatch"] = force_energy_mismatch(dz[:-1], e, Fz, 0, WALL_HEIGHT)
+    gap = float(abs(E[-1] - separated)) if separated is not None and math.isfinite(separated) else float("nan")
+    out["asymptote_gap"] = gap
+    return out
+
+
+def desorption_observables(cfg: SurfaceConfig) -> tuple[Observable, ...]:
+    """The desorption protocol's observables with the thresholds of ``cfg`` (docs/detective.md §2.2)."""
+    return (
+        Observable("rise", "rise", "eV", "largest rise above the model's own desorption asymptote beyond the scan's "
+                   "minimum (a barrier above the desorbed state)", cfg.rise_threshold, cfg.rise_floor,
+                   cfg.rise_limit, exact=False, weight=1.5,
+                   paper="The headline finding: CO/Cu(111) rises +0.22 eV above the desorbed state in a rigid scan "
+                         "(+0.209 eV on the CI-NEB path, DFT +0.022 eV); none of the committee ever exceeds its "
+                         "asymptote; Pd(100)/NO +0.117, Pd(111)/NO +0.095, Pt(111)/NO +0.031 eV."),
+        Observable("asymptote", "asymptote_gap", "eV", "|E(molecule far above the slab) − E(slab) − E(molecule)|: "
+                   "the desorbed state's dissociation limit", cfg.asymptote_threshold, cfg.asymptote_floor,
+                   cfg.asymptote_limit, exact=True, weight=1.0,
+                   paper="'The dissociation limit (size consistency at large separation)' is one of the eight "
+                         "constraints; the paper asks for criteria on 'unphysical dissociation limits'."),
+        Observable("force_energy_mismatch", "force_energy_mismatch", "eV/Å", "largest |ΔE + ∫F_z dΔz|/ΔΔz along "
+                   "the scan (F_z on the molecule = −dE/dΔz)", cfg.mismatch_threshold, cfg.mismatch_floor,
+                   cfg.mismatch_limit, exact=True, weight=1.2,
+                   paper="The mechanism probe of the U-block finding found 'consistent force–energy behavior'; "
+                         "'force–energy inconsistencies' are among the relational failures a protocol exposes."),
+    )
 
 
 class _SurfaceBase(Protocol):
@@ -200,6 +248,7 @@ class Desorption(_SurfaceBase):
         super().__init__(config)
         self.threshold = config.rise_threshold
         self.floor = config.rise_floor
+        self.observables = desorption_observables(config)
 
     def regions(self, elements: Sequence[str], committee: Any) -> list[dict[str, Any]]:
         return _regions(_metals(elements), self.config.molecules, committee, self.config)
@@ -227,13 +276,24 @@ class Desorption(_SurfaceBase):
                                               dtype=committee.dtype, min_distance=None) for d in dz)
             spans.append((k0, len(structs)))
             grids.append(dz)
-        E = committee.energies(structs)
+        # the separated fragments of the desorbed state: the slab alone and the molecule alone (same geometry)
+        n_scan = len(structs)
+        metals = sorted({r["metal"] for r in regions})
+        mols = sorted({r["adsorbate"] for r in regions})
+        structs += [Structure.from_ase(slab_atoms(m, self.config), dtype=committee.dtype) for m in metals]
+        structs += [Structure.from_ase(adsorbate_atoms(a), dtype=committee.dtype, min_distance=None) for a in mols]
+        E, F = committee.energies_forces(structs)
         cells = []
         for reg, dz, (k0, k1) in zip(regions, grids, spans, strict=True):
             values, metrics, ys = {}, {}, {}
+            n_ads = len(ADSORBATES[reg["adsorbate"]][0])
+            i_s = n_scan + metals.index(reg["metal"])
+            i_m = n_scan + len(metals) + mols.index(reg["adsorbate"])
             for mi, name in enumerate(committee.names):
                 e = E[mi, k0:k1]
-                m = desorption_metrics(dz, e)
+                fz = np.array([np.sum(F[mi][k][-n_ads:, 2]) if F[mi][k] is not None else np.nan
+                               for k in range(k0, k1 - 1)])
+                m = desorption_metrics(dz, e, fz, float(E[mi, i_s] + E[mi, i_m]))
                 metrics[name], values[name] = m, m["rise"]
                 ys[name] = (e[:-1] - e[-1]).tolist() if np.all(np.isfinite(e)) else []
             data = {"x": dz[:-1].tolist(), "y": ys, "xlabel": "Δz from the covalent-sum height (Å)",
@@ -241,10 +301,17 @@ class Desorption(_SurfaceBase):
             cells.append(self.make_cell(dict(reg), values, metrics, committee.target_name, data, variant))
         return cells
 
-    def statement(self, scope: Mapping[str, Any]) -> str:
+    def statement(self, scope: Mapping[str, Any], observable: str | None = None) -> str:
+        ads, met = ", ".join(scope["adsorbates"]), ", ".join(scope["metals"])
+        if observable == "asymptote":
+            return (f"the target's desorbed state of {ads} from {met} is not the sum of the separated slab and "
+                    f"molecule (|E(far) − E(slab) − E(molecule)| > {self.config.asymptote_limit:g} eV): an unphysical "
+                    "dissociation limit")
+        if observable == "force_energy_mismatch":
+            return (f"the target's forces on {ads} above {met} are not −dE/dΔz along the desorption path (mismatch > "
+                    f"{self.config.mismatch_limit:g} eV/Å)")
         return (f"the target puts a spurious barrier (> {self.threshold:g} eV above its own asymptote) on the rigid "
-                f"desorption path of {', '.join(scope['adsorbates'])} from {', '.join(scope['metals'])}, where the "
-                "committee rises monotonically to the asymptote")
+                f"desorption path of {ads} from {met}, where the committee rises monotonically to the asymptote")
 
     def configurations(self, region: Mapping[str, Any], committee: Any, cell: Cell | None = None
                        ) -> list[tuple[str, Any]]:
@@ -260,9 +327,26 @@ class Desorption(_SurfaceBase):
         return [(f"{key}_dz{d:+.2f}A", placed(region["metal"], region["adsorbate"], float(d), self.config))
                 for d in pick]
 
-    def mechanism(self, committee: Any, scope: Mapping[str, Any], cells: Sequence[Cell]) -> dict[str, Any]:
+    def mechanism(self, committee: Any, scope: Mapping[str, Any], cells: Sequence[Cell],
+                  observable: str | None = None) -> dict[str, Any]:
+        """Shape of the target's path (docs/detective.md §2.2); for the asymptote and force observables, their
+        numbers per cell and whether the barrier observable agrees."""
         t = committee.target_name
-        inside = [c for c in cells if self.in_scope(c.region, scope) and c.suspicious]
+        if observable not in (None, "rise"):
+            o = self.observable_named(observable)
+            inside = [c for c in cells if self.in_scope(c.region, scope) and c.suspicious_in(observable)]
+            rows = {c.key: {"value": c.metrics[t].get(o.metric), "rise": c.metrics[t].get("rise"),
+                            "force_energy_mismatch": c.metrics[t].get("force_energy_mismatch"),
+                            "asymptote_gap": c.metrics[t].get("asymptote_gap")} for c in inside}
+            what = ("the desorbed state's energy differs from the separated slab + molecule, so the model's "
+                    "dissociation limit depends on more than the fragments (a long-range or reference-energy "
+                    "term)" if observable == "asymptote" else "the forces on the molecule do not integrate to "
+                    "the energy along the path (a direct force head or a broken gradient)")
+            return {"summary": f"{what}: " + "; ".join(f"{k}: {v['value']:.3g} {o.unit}" for k, v in rows.items())
+                    + ".", "numbers": rows,
+                    "confounds": ["grid resolution and asymptote placement: excluded (the scope probe halves the "
+                                  "step and moves the far reference 2 Å further out)"]}
+        inside = [c for c in cells if self.in_scope(c.region, scope) and c.suspicious_in("rise")]
         parts = [f"{c.key}: +{c.metrics[t]['rise']:.3f} eV at Δz ≈ {c.metrics[t]['dz_rise']:.2f} Å past the "
                  f"minimum, secondary well {c.metrics[t]['secondary_well']:.3f} eV" for c in inside]
         return {"summary": "Shape of the target's path: " + ("; ".join(parts) or "no in-scope anomaly") + ".",
@@ -270,11 +354,30 @@ class Desorption(_SurfaceBase):
                 "confounds": ["grid resolution and asymptote placement: excluded (the scope probe halves the step "
                               "and moves the far reference 2 Å further out)"]}
 
-    def impact(self, committee: Any, scope: Mapping[str, Any], cells: Sequence[Cell]) -> dict[str, Any]:
+    def impact(self, committee: Any, scope: Mapping[str, Any], cells: Sequence[Cell],
+               observable: str | None = None) -> dict[str, Any]:
+        """Arrhenius factor of the spurious barrier at 300 K (docs/detective.md §2.2); for the asymptote, the error
+        it puts into every desorption and adsorption energy; for the forces, what force-driven runs see."""
         from ase.units import kB
 
         t = committee.target_name
-        inside = [c for c in cells if self.in_scope(c.region, scope) and c.suspicious]
+        if observable not in (None, "rise"):
+            o = self.observable_named(observable)
+            inside = [c for c in cells if self.in_scope(c.region, scope) and c.suspicious_in(observable)]
+            vals = {c.key: c.metrics[t].get(o.metric) for c in inside}
+            if observable == "asymptote":
+                summary = ("Every desorption and adsorption energy referenced to the separated fragments inherits "
+                           "the gap: " + "; ".join(f"{k}: {v:.3g} eV" for k, v in vals.items()) + ".")
+                boundary = ("Where it does not matter: energy differences between bound configurations on the same "
+                            "surface (diffusion barriers, site preferences) cancel it.")
+            else:
+                summary = ("Forces that are not −∇E along the desorption path do net work: MD of desorption and "
+                           "sticking heats or cools the molecule; largest mismatch " + "; ".join(
+                               f"{k}: {v:.2g} eV/Å" for k, v in vals.items()) + ".")
+                boundary = ("Where it does not matter: single-point adsorption energies (energies only) are "
+                            "untouched.")
+            return {"summary": summary, "boundary": boundary, "numbers": {o.metric: vals}, "evals": 0}
+        inside = [c for c in cells if self.in_scope(c.region, scope) and c.suspicious_in("rise")]
         kT = kB * 300.0
         rates = {c.key: math.exp(-c.metrics[t]["rise"] / kT) for c in inside}
         summary = ("At 300 K the spurious barrier slows desorption along this path by " +

@@ -13,6 +13,19 @@ r"""Planted failures with a known answer, and committee variants (docs/detective
   desorption path of that pair only.
 * :func:`variant` — E'(s) = a·E(s / k): a committee member that differs from the target in energy and length
   scales but shares its physics (the stand-in for "separately trained" analytic models in tests and examples).
+
+One planted failure per dimer observable (docs/detective.md §2.1, §7), each on chosen element pairs only:
+
+* :func:`pair_barrier` — a Gaussian bump that lifts the curve above its own dissociation asymptote (``barrier``);
+* :func:`pair_secondary_well` — a narrow dip past the well that stays below the asymptote (``secondary_well``);
+* :func:`short_range_collapse` — E += −A Σ (r_c/r − 1)² (r_c/r)¹⁴ for r < r_c: a hole inside the repulsive wall
+  (``collapse``); nothing changes beyond r_c;
+* :func:`force_mismatch` — an unchanged energy with a direct force head −∇(E + bump): forces that are not the
+  energy's gradient (``force_energy_mismatch``).
+
+And for the desorption protocol's dissociation limit (§2.2): :func:`mixed_reference` — a constant shift of every
+structure that contains both element sets, however far apart (the seed paper's mixed PBE/PBE+U reference in
+miniature): the desorbed state is not the sum of its fragments (``asymptote``); forces and shapes unchanged.
 """
 
 from __future__ import annotations
@@ -30,7 +43,8 @@ from jaxcert.core.neighbors import pairs
 from jaxcert.core.structure import Structure
 from jaxcert.models._common import N_Z, pair_sum
 
-__all__ = ["pair_bump", "pair_attraction", "desorption_barrier", "variant"]
+__all__ = ["pair_bump", "pair_attraction", "desorption_barrier", "variant", "pair_barrier", "pair_secondary_well",
+           "short_range_collapse", "force_mismatch", "mixed_reference"]
 
 
 def _combine(a: Any, b: float) -> Any:
@@ -104,3 +118,106 @@ def variant(model: Model, energy_scale: float = 1.0, length_scale: float = 1.0, 
         cut = (lambda numbers, c=cut: k * float(c(numbers))) if callable(cut) else k * float(cut)
     return Model(energy_fn=energy, params=inner.params, name=name or f"{inner.name}×{a:g}@{k:g}", cutoff=cut,
                  elements=inner.elements, info=inner.info, stress_available=inner.stress_available)
+
+
+def _pair_table(element_pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+    table = np.zeros((N_Z, N_Z))
+    for a, b in element_pairs:
+        za, zb = atomic_numbers[a], atomic_numbers[b]
+        table[za, zb] = table[zb, za] = 1.0
+    return table
+
+
+def _pairs_within(elements: Sequence[str]) -> list[tuple[str, str]]:
+    els = list(elements)
+    return [(a, b) for i, a in enumerate(els) for b in els[i:]]
+
+
+def pair_barrier(model: Model, elements: Sequence[str], height: float = 0.3, r0: float = 4.0,
+                 width: float = 0.3) -> Model:
+    """A spurious barrier: +``height`` eV per pair at ``r0`` Å for every pair with both atoms in ``elements``
+    (issue 28 planted 0.2 eV on Mo–Mo, Mo–W, W–W at 4 Å; 0.3 eV lifts all three reference-LJ curves above their
+    own asymptote)."""
+    return pair_bump(model, _pairs_within(elements), abs(height), r0, width, tag="barrier")
+
+
+def pair_secondary_well(model: Model, elements: Sequence[str], depth: float = 0.06, r0: float = 5.2,
+                        width: float = 0.15) -> Model:
+    """A narrow dip of −``depth`` eV at ``r0`` Å, past the well: the attractive branch turns down into a secondary
+    well that stays below the asymptote (no barrier above it); pairs with both atoms in ``elements``."""
+    return pair_bump(model, _pairs_within(elements), -abs(depth), r0, width, tag="secondary-well")
+
+
+def short_range_collapse(model: Model, elements: Sequence[str], r_c: float = 2.0, strength: float = 1000.0
+                         ) -> Model:
+    r"""A hole inside the repulsive wall: E += −A Σ_{r<r_c} (r_c/r − 1)² (r_c/r)¹⁴ over pairs with both atoms in
+    ``elements`` (A = ``strength`` eV).  C¹ at r_c and zero beyond it, so the well, the tail and the forces there
+    are untouched; inside, the r⁻¹⁶ term beats a r⁻¹² wall and the energy falls as the atoms approach."""
+    table = _pair_table(_pairs_within(elements))
+    inner = model
+    rc = float(r_c)
+
+    def energy(params: dict, s: Structure) -> jax.Array:
+        E = inner.energy_fn(params["inner"], s)
+        dt = s.positions.dtype
+        p = pairs(s, rc)
+        w = params["table"].astype(dt)[s.numbers[:, None], s.numbers[p.j]]
+        x = params["r_c"] / jnp.maximum(p.r, 1e-3)
+        g = jnp.where(x > 1.0, (x - 1.0) ** 2 * x ** 14, 0.0)
+        return E - pair_sum(params["strength"].astype(dt) * w * g, p)
+
+    label = ",".join(f"{a}-{b}" for a, b in _pairs_within(elements))
+    return Model(energy_fn=energy, params={"inner": inner.params, "table": jnp.asarray(table),
+                                           "r_c": jnp.asarray(rc), "strength": jnp.asarray(float(strength))},
+                 name=f"{inner.name}+collapse({label})", cutoff=_combine(inner.cutoff, rc), elements=inner.elements,
+                 info=(*inner.info, ("planted", f"collapse A={strength:g} eV r_c={rc:g} on {label}")),
+                 stress_available=inner.stress_available)
+
+
+def force_mismatch(model: Model, elements: Sequence[str], amplitude: float = 0.1, r0: float = 3.8,
+                   width: float = 0.3, element_pairs: Sequence[tuple[str, str]] | None = None) -> Model:
+    """The energy of ``model`` unchanged, with a direct force head −∇(E + bump): the bump (``amplitude`` eV at
+    ``r0`` Å, :func:`pair_bump`) is in the forces and not in the energy, so F ≠ −∇E on pairs with both atoms in
+    ``elements`` (or on ``element_pairs`` when given).  Single-point energies are exactly those of ``model``."""
+    prs = list(element_pairs) if element_pairs is not None else _pairs_within(elements)
+    bumped = pair_bump(model, prs, amplitude, r0, width, tag="force-only")
+
+    def forces(params: dict, s: Structure) -> jax.Array:
+        g = jax.grad(lambda R: bumped.energy_fn(params, s.replace(positions=R)))(s.positions)
+        return -g
+
+    def energy(params: dict, s: Structure) -> jax.Array:
+        return model.energy_fn(params["inner"], s)
+
+    label = ",".join(f"{a}-{b}" for a, b in prs)
+    return Model(energy_fn=energy, forces_fn=forces, params=bumped.params,
+                 name=f"{model.name}+force-mismatch({label})", cutoff=bumped.cutoff, elements=model.elements,
+                 info=(*model.info, ("planted", f"force-only bump A={amplitude:g} eV r0={r0:g} w={width:g} on "
+                                                f"{label}")), stress_available=model.stress_available)
+
+
+def mixed_reference(model: Model, group_a: Sequence[str], group_b: Sequence[str], shift: float = 0.3) -> Model:
+    """E += ``shift`` eV for every structure that contains an atom of ``group_a`` and one of ``group_b``, however
+    far apart: a composition-dependent energy reference (the seed paper's mixed PBE/PBE+U data in miniature).
+    Forces and every curve's shape are unchanged; the separated fragments lose size consistency."""
+    za = np.zeros(N_Z)
+    zb = np.zeros(N_Z)
+    for el in group_a:
+        za[atomic_numbers[el]] = 1.0
+    for el in group_b:
+        zb[atomic_numbers[el]] = 1.0
+    inner = model
+
+    def energy(params: dict, s: Structure) -> jax.Array:
+        E = inner.energy_fn(params["inner"], s)
+        m = s.mask.astype(E.dtype)
+        has_a = jnp.max(params["a"].astype(E.dtype)[s.numbers] * m)
+        has_b = jnp.max(params["b"].astype(E.dtype)[s.numbers] * m)
+        return E + params["shift"].astype(E.dtype) * has_a * has_b
+
+    label = f"{'/'.join(group_a)}+{'/'.join(group_b)}"
+    return Model(energy_fn=energy, params={"inner": inner.params, "a": jnp.asarray(za), "b": jnp.asarray(zb),
+                                           "shift": jnp.asarray(float(shift))},
+                 name=f"{inner.name}+mixed-reference({label})", cutoff=inner.cutoff, elements=inner.elements,
+                 info=(*inner.info, ("planted", f"reference shift {shift:g} eV when {label} meet")),
+                 stress_available=inner.stress_available)

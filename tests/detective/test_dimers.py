@@ -30,6 +30,7 @@ def test_planted_attraction_escalates_with_exact_scope(planted_run):
     assert res.escalated and res.stop_reason == "escalated"
     assert res.hypothesis.protocol == "dimers"
     assert res.hypothesis.scope["elements"] == ["Mo", "Sb"]  # exactly the planted elements
+    assert res.hypothesis.observable == "tail_fraction"  # the mid-range attraction, not another observable
     esc = json.loads((out / "escalation.json").read_text())
     assert esc["escalated"] is True and esc["protocol"] == "dimers" and esc["type"] == "committee disagreement"
     assert sorted(esc["scope"]["elements"]) == ["Mo", "Sb"]

@@ -33,7 +33,7 @@ def test_planted_desorption_barrier(tmp_path):
     committee = [emt, ex.emt_soft(), ex.emt_stiff()]
     res = investigate(Committee(ex.emt_planted_desorption(), committee), [DESORPTION], elements=["Cu", "Pt"],
                       out=tmp_path / "planted", log=None, oracle_s=0)
-    assert res.escalated and res.hypothesis.protocol == "desorption"
+    assert res.escalated and res.hypothesis.protocol == "desorption" and res.hypothesis.observable == "rise"
     assert res.hypothesis.scope["pairs"] == [["Cu", "CO"]]
     esc = json.loads((tmp_path / "planted" / "escalation.json").read_text())
     assert esc["scope"]["pairs"] == [["Cu", "CO"]] and esc["severity"] > 0.05
