@@ -282,7 +282,3 @@ class Constraints(Protocol):
                             "(see the scope probe).", "numbers": {}, "evals": 0}
 
 
-def value_unit(constraint: str) -> str:
-    """Unit of a constraint check's value."""
-    return _UNITS[constraint]
-
