@@ -109,11 +109,41 @@ def screenshot(page_path: str | Path, png_path: str | Path, width: int = 1400, h
     exe = chromium()
     if exe is None:
         raise RuntimeError(SKIP_REASON)
+    page = Path(page_path)
+    if not page.is_file():  # Chromium would draw its own "file not found" page
+        raise FileNotFoundError(f"no page to draw: {page}")
     png = Path(png_path).resolve()
     with tempfile.TemporaryDirectory(prefix="jaxcert-shot-") as tmp:
         cmd = [exe, *_flags(width, height, str(Path(tmp) / "profile")), "--hide-scrollbars",
-               "--virtual-time-budget=3000", f"--screenshot={png}", Path(page_path).resolve().as_uri()]
+               "--virtual-time-budget=3000", f"--screenshot={png}", page.resolve().as_uri()]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     if proc.returncode != 0 or not png.exists():
         raise RuntimeError(f"chromium --screenshot failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
     return png
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests._browser PAGE.html OUT.png [--width 1400] [--height 900] [--colours 128]``: a screenshot
+    for the docs; ``--colours`` reduces it to a palette PNG of that many colours (Pillow) to keep it small."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m tests._browser", description=main.__doc__)
+    ap.add_argument("page")
+    ap.add_argument("png")
+    ap.add_argument("--width", type=int, default=1400)
+    ap.add_argument("--height", type=int, default=900)
+    ap.add_argument("--colours", type=int, default=0)
+    args = ap.parse_args(argv)
+    png = screenshot(args.page, args.png, args.width, args.height)
+    if args.colours:
+        from PIL import Image
+
+        with Image.open(png) as img:
+            small = img.convert("RGB").quantize(colors=args.colours, method=Image.Quantize.MEDIANCUT)
+        small.save(png, optimize=True)
+    print(f"wrote {png} ({png.stat().st_size:,} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -204,7 +204,8 @@ def test_score_colours_are_monotone_and_resolve_scores_near_one():
     # the newcomer's case: 0.85 ... 1.00 was one green; now each step is its own colour, 0.99 at the pale middle
     near = [0.85, 0.93, 0.99, 0.999, 0.9999, 1.0]
     assert len({score_colour(v) for v in near}) == len(near)
-    assert score_position(0.99) == pytest.approx(0.5, abs=1e-3) and score_colour(1.0) == RAMP[-1] and score_colour(0) == RAMP[0]
+    assert score_position(0.99) == pytest.approx(0.5, abs=1e-3)
+    assert score_colour(1.0) == RAMP[-1] and score_colour(0) == RAMP[0]
     assert score_colour(None) == score_colour(float("nan")) == "#ccc"
 
 
