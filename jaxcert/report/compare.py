@@ -614,7 +614,7 @@ _CSS = (
     "tr.drill table td{font-size:90%}.note{color:#555;max-width:1100px}"
     "details{margin:.4em 0}summary{cursor:pointer;max-width:1100px}"
     "a.why{text-decoration:none;font-size:85%}abbr{text-decoration:none}"
-    "table.files td{text-align:left;overflow-wrap:anywhere;max-width:420px}"
+    "table.files td,table.files th{text-align:left;overflow-wrap:anywhere;max-width:420px}"
 )
 
 # Sorting: a header click orders the <tbody class=row> groups (a model row and its drill-down row) by the
