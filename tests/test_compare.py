@@ -4,6 +4,7 @@ import html
 import json
 import re
 
+import numpy as np
 import pytest
 
 import jaxcert
@@ -497,3 +498,32 @@ def test_outputs_are_checked_before_any_report_is_read(files, tmp_path, capsys):
         _one_error(capsys, flag, text)
     assert _read(files["clean"]) == before
     assert not (tmp_path / "b").exists()
+
+
+def test_html_board_says_its_title_and_each_explanation_once_and_scrolls_in_its_own_container(files):
+    """The page's visible text names the board once and explains each probe once (the headers' tooltips aside);
+    the wide table sits in a scrolling container with the model column sticky (tests/test_pages.py checks the
+    layout in Chromium)."""
+    d = compare.build_board([files["clean"], files["curl"]])
+    page = compare.board_html(d)
+    visible = re.sub(r"<(?:style|script)>.*?</(?:style|script)>|<title>.*?</title>", "", page, flags=re.S)
+    visible = html.unescape(re.sub(r"<[^>]*>", "", visible))  # tags and their attributes (tooltips) removed
+    assert visible.count("jaxcert comparison board") == 1
+    for name in d["columns"]:
+        assert visible.count(explain.explain(name)) == 1, name
+    assert "<div class=scroll><table id=board" in page and "div.scroll{overflow-x:auto" in page
+    assert "tr.main>td:first-child{position:sticky;left:0" in page and "padding:1.5em 32px" in page
+    scores = [c["score"] for r in d["rows"] for c in r["cells"].values()]
+    assert f"data-lo='{min(scores)!r}' data-hi='{max(scores)!r}'" in page
+
+
+def test_lambda_colours_share_the_scale_and_have_a_legend(files):
+    from jaxcert.report.html import RAMP
+
+    assert compare.lambda_colour(1e-9) == RAMP[-1] and compare.lambda_colour(0.5) == RAMP[0]
+    pos = [compare.lambda_position(10.0 ** -k) for k in np.linspace(0, 8, 33)]
+    assert all(b >= a for a, b in zip(pos, pos[1:], strict=False))
+    page = compare.board_html(compare.build_board([files["lam_clean"], files["lam_curl"]]))
+    assert "log10 λ, from blue at round-off (λ ≤ 1e-7) to red (λ ≥ 0.1)" in page
+    assert "The λ values on this board" in page
+    assert page.count("<h1>") == 1 and "What λ tests" in page

@@ -192,3 +192,78 @@ def test_plot_axes_carry_round_ticks():
         np.testing.assert_allclose(np.array(vals) / step, np.round(np.array(vals) / step), atol=1e-6)
     logs = [float(v) for v in re.findall(r'class="ytick"[^>]*>([^<]+)<', svg_log)]
     assert all(math.log10(v) == round(math.log10(v)) for v in logs) and len(logs) >= 3
+
+
+# ------------------------------------------------------------------ colours, reference lines, flat panels
+def test_score_colours_are_monotone_and_resolve_scores_near_one():
+    from jaxcert.report.html import RAMP, score_colour, score_position
+
+    scores = np.concatenate([[0.0], np.logspace(-6, -0.01, 40), 1 - np.logspace(-0.5, -6, 60), [1.0]])
+    pos = [score_position(v) for v in np.sort(scores)]
+    assert all(b >= a for a, b in zip(pos, pos[1:], strict=False)) and pos[0] == 0.0 and pos[-1] == 1.0
+    # the newcomer's case: 0.85 ... 1.00 was one green; now each step is its own colour, 0.99 at the pale middle
+    near = [0.85, 0.93, 0.99, 0.999, 0.9999, 1.0]
+    assert len({score_colour(v) for v in near}) == len(near)
+    assert score_position(0.99) == pytest.approx(0.5, abs=1e-3)
+    assert score_colour(1.0) == RAMP[-1] and score_colour(0) == RAMP[0]
+    assert score_colour(None) == score_colour(float("nan")) == "#ccc"
+
+
+def test_score_legend_states_the_scale_and_the_span_of_the_data():
+    from jaxcert.report.html import score_legend
+
+    text = score_legend(np.array([[0.512, 0.9993], [np.nan, 0.93]]))
+    assert "data-lo='0.512'" in text and "data-hi='0.9993'" in text
+    assert "span 0.512 – 0.999 (1 − score down to 7.0e-04)" in text and "log scale of −ln(score)" in text
+    assert "≥0.99999" in text and "≤4.5e-5" in text and "this page: 0.512 – 0.999" in text
+    assert "no scores" in score_legend([None]).lower()
+
+
+def test_reference_lines_are_drawn_inside_the_y_range():
+    svg = line_plot([("a", np.arange(5), [1.2, 1.3, 1.25, 1.4, 1.35])], "t", "x", "T_conf/T_kin",
+                    ref_lines=[(1.0, "target 1")])
+    line = re.search(r'<line class="ref" x1="[\d.]+" x2="[\d.]+" y1="([\d.]+)" y2="([\d.]+)"', svg)
+    assert line and line.group(1) == line.group(2) and "target 1" in svg
+    ticks = [float(v) for v in re.findall(r'class="ytick"[^>]*>([^<]+)<', svg)]
+    assert min(ticks) <= 1.0  # the axis widened to show the target
+    assert 'class="ref"' not in line_plot([("a", [0, 1], [1e-3, 1e-1])], "t", "x", "y", logy=True,
+                                          ref_lines=[(0.0, "zero")])  # no zero on a log axis
+
+
+def test_a_panel_without_information_is_a_note():
+    from jaxcert.report.html import flat_note
+
+    x = np.arange(6.0)
+    assert flat_note([("Si", x, np.zeros(6)), ("C", x, np.zeros(6))]) is not None
+    assert flat_note([("Si", x, np.full(6, 2.5))]) == "every value is 2.5 (spread 0.0e+00)"
+    noise = [("Si", x, 1e-16 * np.array([2, -1, -1, 0, 1, 0]))]
+    assert flat_note(noise, 1.6e-8, about=0.0, unit="eV") == "every value lies within 2.0e-16 eV of 0 eV"
+    assert flat_note(noise, 0.0, about=0.0) is None  # without a floor, round-off at 1e-16 is data
+    assert flat_note([("Si", x, np.exp(-x))], 1e-3, about=0.0) is None
+
+
+def test_report_page_notes_a_flat_three_body_panel_and_marks_the_temperature_target(report):
+    """A pair energy's ΔE₃ (round-off) is a note with the reason; a T_conf/T_kin series gets its line at 1."""
+    from jaxcert.report.html import render_report
+
+    rep = copy.deepcopy(report)
+    o = rep.outcomes[0]
+    tri, tconf = copy.deepcopy(o), copy.deepcopy(o)
+    tri.name, tconf.name = "trimer", "config_temperature"
+    sep = np.linspace(0, 12, 16)
+    tri.details = [{"three_body_vanishing": {"separations": sep, "delta_e3": 1e-16 * np.sin(sep + k),
+                                             "noise_floor": 1.6e-8}} for k in range(len(o.elements))]
+    tconf.details = [{"ratio_series": 1 + 0.1 * np.cos(np.arange(50.0) + k)} for k in range(len(o.elements))]
+    rep.outcomes += [tri, tconf]
+    page = render_report(rep)
+    assert "Three-body decay ΔE₃</b>: not plotted: every value lies within" in page
+    assert "below the probe's noise floor (1.6e-08 eV)" in html.unescape(page) and "no three-body energy" in page
+    plots = page[page.index("<div class=plots>"):page.index("<h2>Environment")]
+    assert "Three-body decay" not in plots.split("<p class=plotnote>")[0]
+    tplot = plots[plots.index("Configurational / kinetic temperature"):]
+    assert tplot.count('class="ref"') == 1 and "target 1" in tplot
+    # a real three-body decay is plotted, with its zero line
+    for k, d in enumerate(tri.details):
+        d["three_body_vanishing"]["delta_e3"] = -0.3 * np.exp(-sep / 2) * (1 + 0.1 * k)
+    page = render_report(rep)
+    assert "not plotted" not in page and "ΔE₃ = 0" in page

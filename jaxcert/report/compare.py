@@ -44,18 +44,19 @@ from typing import Any
 from jaxcert.core.inputs import InputError, integer
 from jaxcert.report import schema as report_schema
 from jaxcert.report.explain import EXPLANATIONS, explain, short_name, wrapped
-from jaxcert.report.html import score_colour
+from jaxcert.report.html import colour_bar, ramp_colour, score_colour, score_legend, score_tip, text_colour
 from jaxcert.report.schema import LAMBDA_SCHEMA, REPORT_SCHEMA, STRUCTURE_PROBES
 from jaxcert.report.summary import NOT_RUN, combine_scores, combined_stderr, element_stderr, format_defect, to_jsonable
 
 __all__ = [
     "BOARD_SCHEMA", "REPORT_SCHEMA", "LAMBDA_SCHEMA", "ALIGN_MODES", "Source", "load", "build_board",
-    "sort_keys", "sort_rows", "board_table", "board_html", "board_json", "lambda_colour", "LAYOUTS", "MIN_WIDTH",
+    "sort_keys", "sort_rows", "board_table", "board_html", "board_json", "lambda_colour", "lambda_position",
+    "LAYOUTS", "MIN_WIDTH",
 ]
 
 BOARD_SCHEMA = "jaxcert-board/1"
 ALIGN_MODES = ("strict", "intersection")
-#: λ at or below this is coloured fully green, at or above :data:`LAMBDA_RED` fully red (log scale between).
+#: λ at or below this is coloured fully blue, at or above :data:`LAMBDA_RED` fully red (log scale between).
 LAMBDA_GREEN, LAMBDA_RED = 1e-7, 1e-1
 
 
@@ -561,27 +562,59 @@ def board_table(board: dict[str, Any], sort: str | None = None, reverse: bool = 
 
 
 # ------------------------------------------------------------------------------------------------ html
-def lambda_colour(v: float | None) -> str:
-    """Fill colour of a λ value: green at ≤ 1e-7 (round-off), red at ≥ 0.1, log-linear between."""
+def lambda_position(v: float | None) -> float | None:
+    """Where λ sits on the colour scale: 1 at ≤ 1e-7 (round-off) … 0 at ≥ 0.1, linear in log10 λ."""
     if not _finite(v):
-        return score_colour(None)
+        return None
     if v <= LAMBDA_GREEN:
-        return score_colour(1.0)
+        return 1.0
     t = (math.log10(LAMBDA_RED) - math.log10(v)) / (math.log10(LAMBDA_RED) - math.log10(LAMBDA_GREEN))
-    return score_colour(min(max(t, 0.0), 1.0))
+    return min(max(t, 0.0), 1.0)
 
 
+def lambda_colour(v: float | None) -> str:
+    """Fill colour of a λ value: blue at ≤ 1e-7 (round-off), red at ≥ 0.1, log-linear between (the colours of
+    :func:`jaxcert.report.html.ramp_colour`)."""
+    return ramp_colour(lambda_position(v))
+
+
+def _lambda_legend(values: list[Any]) -> str:
+    ticks = [(lambda_position(10.0 ** -k), f"1e-{k}" + (" or more" if k == 1 else " or less" if k == 7 else ""))
+             for k in range(1, 8)]
+    vals = [float(v) for v in values if _finite(v)]
+    span, said = None, "There is no λ on this board."
+    if vals:
+        lo, hi = min(vals), max(vals)
+        span = (lambda_position(hi), lambda_position(lo), f"this board: {lo:.1e} – {hi:.1e}")
+        said = f"The λ values on this board span {lo:.2e} – {hi:.2e}."
+    caption = ("Colour: log10 λ, from blue at round-off (λ ≤ 1e-7) to red (λ ≥ 0.1). " + said + " Grey: skipped.")
+    return (f"<div class=legend data-lo='{_v(min(vals)) if vals else ''}' data-hi='{_v(max(vals)) if vals else ''}'>"
+            + colour_bar(ticks, caption, span) + f"<p class=note>{_e(caption)}</p></div>")
+
+
+# The page: a left margin (body padding), the wide board inside its own horizontally scrolling container
+# (div.scroll) with the model column fixed (position: sticky), drill-downs kept in view while it scrolls.
 _CSS = (
-    "body{font-family:sans-serif;max-width:1400px;margin:2em auto;color:#222}"
+    "body{font-family:sans-serif;margin:0;padding:1.5em 32px 3em;color:#222}"
+    "h1{margin:.2em 0 .4em}main{max-width:1600px}"
     "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}"
     "td:first-child,th:first-child{text-align:left}th{background:#f4f4f4;white-space:nowrap}"
-    "table.board th{cursor:pointer}th[aria-sort=ascending]::after{content:' ▲'}"
-    "th[aria-sort=descending]::after{content:' ▼'}td.cell{color:#fff;font-weight:bold;white-space:nowrap}"
+    "div.scroll{overflow-x:auto;max-width:100%;border:1px solid #ddd;margin:.8em 0}"
+    "table.board{border-collapse:separate;border-spacing:0}table.board td,table.board th{border-width:0 1px 1px 0}"
+    "table.board th{cursor:pointer;position:sticky;top:0}"
+    "table.board thead th:first-child,table.board tr.main>td:first-child{position:sticky;left:0;z-index:2;"
+    "background:#fff;box-shadow:2px 0 3px rgba(0,0,0,.15)}table.board thead th:first-child{background:#f4f4f4;"
+    "z-index:3}table.board tr.main>td:first-child{white-space:nowrap}"
+    "th[aria-sort=ascending]::after{content:' ▲'}"
+    "th[aria-sort=descending]::after{content:' ▼'}td.cell{font-weight:bold;white-space:nowrap}"
     "td.skip{background:#ccc;color:#333}.pass{color:#1a7f37}.fail{color:#c62828}"
-    "td.cell .pass,td.cell .fail{color:#fff}button.tog{border:0;background:none;cursor:pointer;font-size:100%}"
-    "tr.drill>td{background:#fafafa}tr.drill table td{font-size:90%}.note{color:#555}"
-    "dt{font-weight:bold;margin-top:.5em}details{margin:.4em 0}summary{cursor:pointer}"
-    "a.why{text-decoration:none;font-size:85%}"
+    "td.cell .pass,td.cell .fail{color:inherit}button.tog{border:0;background:none;cursor:pointer;font-size:100%}"
+    "tr.drill>td{background:#fafafa;padding:0}div.drillbox{position:sticky;left:0;width:max-content;"
+    "max-width:calc(100vw - 90px);overflow-x:auto;padding:6px 10px}"
+    "tr.drill table td{font-size:90%}.note{color:#555;max-width:1100px}"
+    "details{margin:.4em 0}summary{cursor:pointer;max-width:1100px}"
+    "a.why{text-decoration:none;font-size:85%}abbr{text-decoration:none}"
+    "table.files td,table.files th{text-align:left;overflow-wrap:anywhere;max-width:420px}"
 )
 
 # Sorting: a header click orders the <tbody class=row> groups (a model row and its drill-down row) by the
@@ -621,30 +654,46 @@ def _v(x: Any) -> str:
     return _e(repr(float(x)) if isinstance(x, (int, float)) and not isinstance(x, bool) else x)
 
 
-def _th(text: str, key_type: str, first: str, title: str = "", link: str = "") -> str:
+def _th(text: str, key_type: str, first: str, title: str = "", link: str = "", full: str = "") -> str:
+    """A sortable header; ``full``: the column's full name where ``text`` is its short form."""
     t = f" title='{_e(title)}'" if title else ""
     a = (f" <a class=why href='#{_e(link)}' onclick='event.stopPropagation();jcOpen(\"{_e(link)}\")' "
          f"title='what this probe tests, per element'>?</a>") if link else ""
-    return (f"<th onclick='jcSort(this)' data-type={key_type} data-first={first}{t}>{_e(text)}{a}</th>")
+    label = f"<abbr title='{_e(full)}'>{_e(text)}</abbr>" if full and full != text else _e(text)
+    return (f"<th onclick='jcSort(this)' data-type={key_type} data-first={first}{t}>{label}{a}</th>")
 
 
 def _gate_html(g: bool | None) -> str:
     return "" if g is None else ("<span class=pass>✓</span>" if g else "<span class=fail>✗</span>")
 
 
+def _fill(colour: str) -> str:
+    """Inline style of a coloured cell: the fill and the text colour that reads on it."""
+    return f"background:{colour};color:{text_colour(colour)}"
+
+
 def _score_td(c: dict[str, Any]) -> str:
     text = _score_cell(c)
     if text in ("skip", "crash") and c["score"] is None:
         return f"<td class='cell skip' data-v='' title='{_e(c.get('message') or c['status'])}'>{text}</td>"
-    tip = f"defect {format_defect(c['defect'], c['defect_stderr'])} · {c['n_evals']} evaluations · {c['status']}"
-    return (f"<td class=cell style='background:{score_colour(c['score'])}' data-v='{_v(c['score'])}' "
+    tip = (f"score {score_tip(c['score'])} · defect {format_defect(c['defect'], c['defect_stderr'])} · "
+           f"{c['n_evals']} evaluations · {c['status']}")
+    return (f"<td class=cell style='{_fill(score_colour(c['score']))}' data-v='{_v(c['score'])}' "
             f"title='{_e(tip)}'>{c['score']:.3f} {_gate_html(c['gate'])}</td>")
+
+
+def _element_td(e: dict[str, Any]) -> str:
+    if e["status"] in NOT_RUN or e["score"] is None:
+        return f"<td class='skip'>{_e(e['status'])}</td>"
+    return (f"<td class=cell style='{_fill(score_colour(e['score']))}' title='score {_e(score_tip(e['score']))}'>"
+            f"{e['score']:.3f} {_gate_html(e['gate'])}<br><small>defect "
+            f"{_e(format_defect(e['defect'], e['defect_stderr']))}</small></td>")
 
 
 def _lambda_td(c: dict[str, Any]) -> str:
     if c["skipped"] is not None or not _finite(c["lambda"]):
         return f"<td class='cell skip' data-v='' title='{_e(c['skipped'] or 'no value')}'>skip</td>"
-    return (f"<td class=cell style='background:{lambda_colour(c['lambda'])}' data-v='{_v(c['lambda'])}' "
+    return (f"<td class=cell style='{_fill(lambda_colour(c['lambda']))}' data-v='{_v(c['lambda'])}' "
             f"title='{_e(c['n_evals'])} evaluations'>{c['lambda']:.2e} {_gate_html(c['gate'])}</td>")
 
 
@@ -654,16 +703,9 @@ def _report_drill(board: dict[str, Any], r: dict[str, Any]) -> str:
     out = ["<table><tr><th>probe</th>" + "".join(f"<th>{_e(el)}</th>" for el in els) + "</tr>"]
     for col in board["columns"]:
         c = r["cells"][col]
-        tds = []
-        for el in els:
-            e = c["per_element"][el]
-            if e["status"] in NOT_RUN or e["score"] is None:
-                tds.append(f"<td class='skip'>{_e(e['status'])}</td>")
-                continue
-            tds.append(f"<td class=cell style='background:{score_colour(e['score'])}'>{e['score']:.3f} "
-                       f"{_gate_html(e['gate'])}<br><small>defect "
-                       f"{_e(format_defect(e['defect'], e['defect_stderr']))}</small></td>")
-        out.append(f"<tr><td><a href='#probe-{_e(col)}'>{_e(col)}</a></td>{''.join(tds)}</tr>")
+        tds = [_element_td(c["per_element"][el]) for el in els]
+        out.append(f"<tr><td><a href='#probe-{_e(col)}' onclick='jcOpen(\"probe-{_e(col)}\")'>{_e(col)}</a></td>"
+                   f"{''.join(tds)}</tr>")
     po = r.get("per_element_overall") or {}
     out.append("<tr><td><b>overall</b></td>" + "".join(f"<td>{_num(po.get(el), '.4f')}</td>" for el in els)
                + "</tr></table>")
@@ -691,8 +733,10 @@ def _lambda_drill(board: dict[str, Any], r: dict[str, Any]) -> str:
 
 
 def _probe_sections(board: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
-    """One expandable section per probe: models × elements (score, gate, defect ± stderr)."""
-    out = ["<h2>Per probe and element</h2>"]
+    """One expandable section per probe, the only place its explanation is written out: the sentence, then a
+    models × elements table (score, gate, defect ± stderr)."""
+    out = ["<h2>Per probe and element</h2><p class=note>Click a probe for what it tests and its per-element "
+           "values.</p>"]
     els = board["elements"]
     for col in board["columns"]:
         why = board["explanations"].get(col) or ""
@@ -700,29 +744,30 @@ def _probe_sections(board: dict[str, Any], rows: list[dict[str, Any]]) -> list[s
         out.append("<table><tr><th>model</th><th>mean</th>" + "".join(f"<th>{_e(el)}</th>" for el in els) + "</tr>")
         for r in rows:
             c = r["cells"][col]
-            tds = [_score_td(c)]
-            for el in els:
-                e = c["per_element"][el]
-                if e["score"] is None:
-                    tds.append(f"<td class=skip>{_e(e['status'])}</td>")
-                else:
-                    tds.append(f"<td class=cell style='background:{score_colour(e['score'])}'>{e['score']:.3f} "
-                               f"{_gate_html(e['gate'])}<br><small>defect "
-                               f"{_e(format_defect(e['defect'], e['defect_stderr']))}</small></td>")
+            tds = [_score_td(c)] + [_element_td(c["per_element"][el]) for el in els]
             out.append(f"<tr><td>{_e(r['label'])}</td>{''.join(tds)}</tr>")
         out.append("</table></details>")
     return out
 
 
+def _summary_html(board: dict[str, Any]) -> str:
+    """The summary line without the title (the page's <h1> says it once)."""
+    return _summary_line(board).removeprefix("jaxcert comparison board · ")
+
+
 def board_html(board: dict[str, Any], sort: str | None = None, reverse: bool = False) -> str:
-    """The board as one self-contained HTML page (inline CSS and JS; no external resources)."""
+    """The board as one self-contained HTML page (inline CSS and JS; no external resources).
+
+    The page fits a 1,400-px window: the board scrolls sideways inside its own container with the model column
+    fixed; the title and each probe's explanation appear once (tests/test_pages.py checks both in Chromium).
+    """
     rows = sort_rows(board, sort, reverse)
     kind = board["kind"]
     heads = [_th("Model", "text", "ascending")]
     if kind == "report":
         heads += [_th("Overall", "num", "descending"), _th("Gates", "num", "descending")]
-        heads += [_th(c, "num", "descending", title=board["explanations"].get(c) or "", link=f"probe-{c}")
-                  for c in board["columns"]]
+        heads += [_th(short_name(c), "num", "descending", title=board["explanations"].get(c) or "",
+                      link=f"probe-{c}", full=c) for c in board["columns"]]
     else:
         why = board["explanations"].get("lambda") or ""
         heads += [_th("λ mean", "num", "ascending", title=why, link="why-lambda"),
@@ -754,36 +799,45 @@ def board_html(board: dict[str, Any], sort: str | None = None, reverse: bool = F
         tds += [f"<td data-v='{_e(r['versions'].get(k, ''))}'>{_e(r['versions'].get(k, '—'))}</td>"
                 for k in board["version_keys"]]
         body.append(f"<tbody class=row><tr class=main>{''.join(tds)}</tr>"
-                    f"<tr class=drill hidden><td colspan={ncol}>{drill}</td></tr></tbody>")
+                    f"<tr class=drill hidden><td colspan={ncol}><div class=drillbox>{drill}</div></td></tr></tbody>")
     order = "in file order" if sort is None else f"sorted by {_e(sort)}" + (" (reversed)" if reverse else "")
-    legend = ("Cells: probe score, the mean over elements, coloured from red (0) to green (1); ✓ gate passed, "
-              "✗ gate failed, no mark: graded only. " if kind == "report" else
-              "Cells: λ per structure, coloured green at round-off (≤ 1e-7) to red (≥ 0.1); ✓/✗ the λ gate where "
-              "the report has one. ")
+    if kind == "report":
+        legend = ("Cells: probe score, the mean over elements (1 = the identity holds; colours below); ✓ gate "
+                  "passed, ✗ gate failed, no mark: graded only. ")
+        abbrev = [f"{short_name(c)} = {c}" for c in board["columns"] if short_name(c) != c]
+        if abbrev:
+            legend += "Columns: " + ", ".join(abbrev) + ". "
+        colours = score_legend([r["cells"][c]["score"] for r in rows for c in board["columns"]])
+    else:
+        legend = "Cells: λ per structure (0 = conservative forces); ✓/✗ the λ gate where the report has one. "
+        colours = _lambda_legend([r["cells"][c]["lambda"] for r in rows for c in board["columns"]])
     notes = [f"<p class=note>{_e(line.strip())}</p>" for line in _dropped_lines(board)]
     notes += [f"<p class=note>note: {_e(n)}</p>" for n in board["notes"]]
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>jaxcert comparison board</title>",
-        f"<style>{_CSS}</style></head><body>",
+        "<meta name=viewport content='width=device-width, initial-scale=1'>",
+        f"<style>{_CSS}</style></head><body><main>",
         "<h1>jaxcert comparison board</h1>",
-        f"<p>{_e(_summary_line(board))}</p>",
-        f"<p class=note>{legend}Click a column header to sort (rows now {order}); click ▸ for a model's "
+        f"<p class=summary>{_e(_summary_html(board))}</p>",
+        f"<p class=note>{_e(legend)}Click a column header to sort (rows now {order}); click ▸ for a model's "
         "per-element values, ? for a probe's.</p>",
         *notes,
-        f"<table id=board class=board><thead><tr>{''.join(heads)}</tr></thead>{''.join(body)}</table>",
+        f"<div class=scroll><table id=board class=board><thead><tr>{''.join(heads)}</tr></thead>{''.join(body)}"
+        "</table></div>",
+        colours,
     ]
     if kind == "report":
         parts += _probe_sections(board, rows)
-    names = list(board["columns"]) if kind == "report" else ["lambda"]
-    parts.append("<h2 id=why>What each probe tests</h2><dl>" + "".join(
-        f"<dt id='why-{_e(n)}'>{_e(n)}</dt><dd>{_e(EXPLANATIONS.get(n, 'no explanation recorded'))}</dd>"
-        for n in names) + "</dl>")
-    parts.append("<h2>Reports</h2><table><tr><th>model</th><th>file</th><th>dtype</th><th>versions</th>"
+    else:  # no per-structure sections: the λ probe's sentence, once
+        parts.append("<h2 id=why>What λ tests</h2><dl>" + "".join(
+            f"<dt id='why-{_e(n)}'>{_e(n)}</dt><dd>{_e(EXPLANATIONS.get(n, 'no explanation recorded'))}</dd>"
+            for n in ["lambda"]) + "</dl>")
+    parts.append("<h2>Reports</h2><table class=files><tr><th>model</th><th>file</th><th>dtype</th><th>versions</th>"
                  "<th>machine</th></tr>" + "".join(
-                     f"<tr><td>{_e(r['label'])}</td><td style='text-align:left'>{_e(r['file'])}</td>"
-                     f"<td>{_e(r['dtype'] or '—')}</td><td style='text-align:left'>"
+                     f"<tr><td>{_e(r['label'])}</td><td>{_e(r['file'])}</td>"
+                     f"<td>{_e(r['dtype'] or '—')}</td><td>"
                      f"{_e(', '.join(f'{k} {v}' for k, v in r['versions'].items()) or '—')}</td>"
-                     f"<td style='text-align:left'>{_e(r.get('machine') or '—')}</td></tr>" for r in rows)
+                     f"<td>{_e(r.get('machine') or '—')}</td></tr>" for r in rows)
                  + "</table>")
-    parts.append(f"<script>{_JS}</script></body></html>")
+    parts.append(f"</main><script>{_JS}</script></body></html>")
     return "\n".join(parts)

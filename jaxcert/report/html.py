@@ -2,13 +2,22 @@
 
 Every probe row carries its one-sentence explanation (``jaxcert/report/explain.py``, listed in
 ``docs/reports.md``); plot axes are ticked at round numbers (steps of 1, 2, 5 × 10^k, powers of ten
-on log axes: :func:`linear_ticks`, :func:`log_ticks`).  The comparison board (``docs/compare.md``)
-reuses :func:`score_colour`.
+on log axes: :func:`linear_ticks`, :func:`log_ticks`).  Ratios with a target carry a dashed reference
+line (T_conf/T_kin = 1), and a panel whose curves carry no information (ΔE₃ within the probe's noise floor:
+a model without three-body energy) is replaced by a one-line note saying why.
+
+Scores are coloured on a logarithmic scale of −ln(score) (the defect in units of the probe's scale for
+the probes scored exp(−defect/scale)), so that 0.9, 0.99 and 0.999 get distinct colours; the colours are
+ColorBrewer's RdYlBu (red: broken, blue: exact), readable with the common colour-vision deficiencies.  Every
+coloured table or map carries a legend (:func:`score_legend`) that states the mapped range and the range the
+page's data span (``docs/reports.md`` "Colours").  The comparison board (``docs/compare.md``) reuses
+:func:`score_colour`, :func:`ramp_colour` and :func:`colour_bar`.
 """
 
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -118,8 +127,13 @@ def tick_label(v: float, step: float | None = None) -> str:
 
 
 def line_plot(series: list[tuple[str, Any, Any]], title: str, xlabel: str, ylabel: str, logy: bool = False,
-              width: int = 520, height: int = 300, markers: bool = False) -> str:
-    """SVG line plot of (label, x, y) series."""
+              width: int = 520, height: int = 300, markers: bool = False,
+              ref_lines: Sequence[tuple[float, str]] = ()) -> str:
+    """SVG line plot of (label, x, y) series.
+
+    ``ref_lines``: (y, label) pairs drawn as dashed horizontal reference lines (a ratio's target, a zero
+    line), always inside the y range; on a log axis only positive ones.
+    """
     clean = []
     for label, x, y in series:
         x, y = np.asarray(x, float).ravel(), np.asarray(y, float).ravel()
@@ -134,8 +148,10 @@ def line_plot(series: list[tuple[str, Any, Any]], title: str, xlabel: str, ylabe
             clean.append((label, x[ok], y[ok]))
     if not clean:
         return f"<p><em>{html.escape(title)}: no data</em></p>"
+    refs = [(float(v), str(lab)) for v, lab in ref_lines if np.isfinite(v) and (not logy or v > 0)]
+    refs = [(float(np.log10(v)) if logy else v, lab) for v, lab in refs]
     xs = np.concatenate([c[1] for c in clean])
-    ys = np.concatenate([c[2] for c in clean])
+    ys = np.concatenate([c[2] for c in clean] + [np.array([v for v, _ in refs], float)])
     x0, x1, xticks = linear_ticks(float(xs.min()), float(xs.max()))
     if logy:
         ylo, yhi = float(ys.min()), float(ys.max())
@@ -170,6 +186,11 @@ def line_plot(series: list[tuple[str, Any, Any]], title: str, xlabel: str, ylabe
     out.append(f'<text x="{pad_l + W / 2}" y="{height - 6}" text-anchor="middle">{html.escape(xlabel)}</text>')
     out.append(f'<text x="12" y="{pad_t + H / 2}" transform="rotate(-90 12 {pad_t + H / 2})" text-anchor="middle">'
                f'{html.escape(ylabel + (" (log scale)" if logy else ""))}</text>')
+    for k, (yv, lab) in enumerate(refs):
+        out.append(f'<line class="ref" x1="{pad_l}" x2="{pad_l + W}" y1="{py(yv):.1f}" y2="{py(yv):.1f}" '
+                   f'stroke="#333" stroke-width="1.2" stroke-dasharray="6 4"/>'
+                   f'<text class="reflabel" x="{pad_l + W + 8}" y="{pad_t + H - 4 - 14 * k}" fill="#333">'
+                   f'- - {html.escape(lab)}</text>')
     for k, (label, x, y) in enumerate(clean):
         c = PALETTE[k % len(PALETTE)]
         pts = " ".join(f"{px(a):.1f},{py(b):.1f}" for a, b in zip(x, y, strict=True))
@@ -183,32 +204,244 @@ def line_plot(series: list[tuple[str, Any, Any]], title: str, xlabel: str, ylabe
     return "".join(out)
 
 
-def score_colour(v: float | None) -> str:
-    """Fill colour of a score in [0, 1]: red (0) to green (1); grey for a missing score."""
+# ------------------------------------------------------------------ colours
+#: ColorBrewer RdYlBu (11 classes), from broken (0) to exact (1); designed to stay distinct for the common
+#: colour-vision deficiencies.  :func:`ramp_colour` interpolates linearly between the stops.
+RAMP = ("#a50026", "#d73027", "#f46d43", "#fdae61", "#fee090", "#ffffbf", "#e0f3f8", "#abd9e9", "#74add1",
+        "#4575b4", "#313695")
+MISSING = "#ccc"
+#: The score colour scale maps log10(−ln score) from SCORE_LOG_HI (red; score ≤ exp(−10) ≈ 4.5e-5, ten
+#: scales of defect) to SCORE_LOG_LO (blue; score ≥ exp(−1e-5) ≈ 0.99999); score 0.99 (a defect of 1 % of the
+#: scale) sits at the pale middle.
+SCORE_LOG_LO, SCORE_LOG_HI = -5.0, 1.0
+
+
+def _rgb(h: str) -> tuple[int, int, int]:
+    return int(h[1:3], 16), int(h[3:5], 16), int(h[5:7], 16)
+
+
+def ramp_colour(p: float | None) -> str:
+    """The colour at position ``p`` ∈ [0, 1] of :data:`RAMP` (0 red, 1 blue; clipped); grey for a missing one."""
+    if p is None or not np.isfinite(p):
+        return MISSING
+    x = float(np.clip(p, 0.0, 1.0)) * (len(RAMP) - 1)
+    k = min(int(x), len(RAMP) - 2)
+    f = x - k
+    a, b = _rgb(RAMP[k]), _rgb(RAMP[k + 1])
+    return "#" + "".join(f"{round(u + (v - u) * f):02x}" for u, v in zip(a, b, strict=True))
+
+
+def text_colour(fill: str) -> str:
+    """Black or white, whichever reads better on ``fill`` (``#rrggbb``; relative luminance split at 0.45)."""
+    if not (fill.startswith("#") and len(fill) == 7):
+        return "#222"
+    r, g, b = (c / 255 for c in _rgb(fill))
+    return "#222" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.45 else "#fff"
+
+
+def score_position(v: float | None) -> float | None:
+    """Where a score in [0, 1] sits on the colour scale: 0 (score ≤ exp(−10)) … 1 (score ≥ exp(−1e-5)).
+
+    The position is linear in log10(−ln score), monotone increasing in the score; ``None`` for a missing one.
+    """
     if v is None or not np.isfinite(v):
-        return "#ccc"
+        return None
     v = float(np.clip(v, 0.0, 1.0))
-    return f"rgb({int(220 * (1 - v))},{int(180 * v + 40)},80)"
+    if v >= 1.0:
+        return 1.0
+    if v <= 0.0:
+        return 0.0
+    t = float(np.log10(-np.log(v)))
+    return float(np.clip((SCORE_LOG_HI - t) / (SCORE_LOG_HI - SCORE_LOG_LO), 0.0, 1.0))
+
+
+def score_colour(v: float | None) -> str:
+    """Fill colour of a score in [0, 1]: red (broken) … blue (exact) on the log scale of :func:`score_position`;
+    grey for a missing score."""
+    return ramp_colour(score_position(v))
+
+
+def score_tip(v: float) -> str:
+    """A score for a tooltip with the digits that matter near 1 (``0.99963 (1 − score = 3.7e-04)``)."""
+    return f"{v:.6g}" + (f" (1 − score = {1 - v:.1e})" if 0.99 < v < 1 else "")
+
+
+def colour_bar(ticks: list[tuple[float, str]], caption: str, span: tuple[float, float, str] | None = None,
+               width: int = 440) -> str:
+    """A horizontal SVG colour bar of :data:`RAMP` with ``ticks`` (position, label), and a bracket over the
+    positions ``span`` = (p0, p1, label) that the page's data cover."""
+    left, bar_w, top, bar_h, n = 12, width - 24, 30, 14, 88
+    out = [f'<svg class=legend xmlns="http://www.w3.org/2000/svg" width="{width}" height="{top + bar_h + 20}" '
+           f'font-family="sans-serif" font-size="11" role="img" aria-label="{html.escape(caption)}">']
+    for k in range(n):
+        out.append(f'<rect x="{left + bar_w * k / n:.2f}" y="{top}" width="{bar_w / n + 0.6:.2f}" height="{bar_h}" '
+                   f'fill="{ramp_colour((k + 0.5) / n)}"/>')
+    out.append(f'<rect x="{left}" y="{top}" width="{bar_w}" height="{bar_h}" fill="none" stroke="#888"/>')
+    for p, label in ticks:
+        x = left + bar_w * p
+        anchor = "start" if p <= 0.02 else "end" if p >= 0.98 else "middle"
+        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top + bar_h}" y2="{top + bar_h + 4}" stroke="#555"/>'
+                   f'<text x="{x:.1f}" y="{top + bar_h + 15}" text-anchor="{anchor}">{html.escape(label)}</text>')
+    if span is not None:
+        p0, p1, label = span
+        x0, x1 = left + bar_w * min(p0, p1), left + bar_w * max(p0, p1)
+        if x1 - x0 < 3:
+            x0, x1 = x0 - 1.5, x1 + 1.5
+        mid = min(max((x0 + x1) / 2, left + 60), left + bar_w - 60)
+        out.append(f'<path d="M{x0:.1f},{top - 2} V{top - 7} H{x1:.1f} V{top - 2}" fill="none" stroke="#222" '
+                   f'stroke-width="1.5"/><text class=span x="{mid:.1f}" y="{top - 11}" text-anchor="middle">'
+                   f'{html.escape(label)}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+#: Tick scores of the score legend: exp(−10^t) for t = 1, 0, −1, … −5.
+_SCORE_TICKS = ((1.0, "≤4.5e-5"), (0.0, "0.37"), (-1.0, "0.90"), (-2.0, "0.99"), (-3.0, "0.999"), (-4.0, "0.9999"),
+                (-5.0, "≥0.99999"))
+
+
+def score_span(values: Any) -> tuple[float, float] | None:
+    """(min, max) of the finite scores in ``values``; ``None`` when there is none."""
+    v = np.asarray([x for x in np.asarray(values, dtype=object).ravel() if x is not None], float)
+    v = v[np.isfinite(v)]
+    return (float(v.min()), float(v.max())) if v.size else None
+
+
+def score_legend(values: Any, width: int = 440) -> str:
+    """The legend of the score colours: the bar with its ticks, the mapped range, and the range ``values`` (the
+    page's scores) span, bracketed on the bar and said in words."""
+    ticks = [((SCORE_LOG_HI - t) / (SCORE_LOG_HI - SCORE_LOG_LO), lab) for t, lab in _SCORE_TICKS]
+    span = score_span(values)
+    bracket, said = None, "There are no scores on this page."
+    if span is not None:
+        lo, hi = span
+        bracket = (score_position(lo), score_position(hi), f"this page: {lo:.3f} – {hi:.3f}")
+        gap = f" (1 − score down to {1 - hi:.1e})" if 0.999 < hi < 1 else ""
+        said = f"The scores on this page span {lo:.3f} – {hi:.3f}{gap}."
+    caption = ("Colour: a log scale of −ln(score), the defect in units of the probe's scale, from red (score ≤ "
+               "4.5e-5, ten scales) through pale (0.99) to blue (≥ 0.99999), so 0.90, 0.99 and 0.999 differ in "
+               "colour. " + said + " Grey: skipped.")
+    lo_v, hi_v = ("", "") if span is None else (repr(span[0]), repr(span[1]))
+    return (f"<div class=legend data-lo='{lo_v}' data-hi='{hi_v}'>" + colour_bar(ticks, caption, bracket, width)
+            + f"<p class=note>{html.escape(caption)}</p></div>")
 
 
 def heatmap(rows: list[str], cols: list[str], values: np.ndarray, title: str) -> str:
-    """SVG heatmap of scores in [0, 1] (NaN = skipped, grey)."""
-    cw, ch, left, top = 46, 20, 140, 60
+    """SVG heatmap of scores in [0, 1] (NaN = skipped, grey), coloured by :func:`score_colour`; each cell's
+    tooltip gives the score with the digits that matter near 1.  Pair it with :func:`score_legend`."""
+    cw, ch, top = 58, 20, 40
+    left = 16 + 7 * max([len(r) for r in rows] + [4])
     width, height = left + cw * len(cols) + 20, top + ch * len(rows) + 10
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
-           f'font-size="11">', f'<text x="4" y="16" font-size="13" font-weight="bold">{html.escape(title)}</text>']
+    out = [f'<svg class=heatmap xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'font-family="sans-serif" font-size="11">',
+           f'<text x="4" y="16" font-size="13" font-weight="bold">{html.escape(title)}</text>']
     for j, c in enumerate(cols):
         out.append(f'<text x="{left + cw * j + cw / 2}" y="{top - 8}" text-anchor="middle">{html.escape(c)}</text>')
     for i, r in enumerate(rows):
         out.append(f'<text x="{left - 6}" y="{top + ch * i + 14}" text-anchor="end">{html.escape(r)}</text>')
-        for j in range(len(cols)):
+        for j, c in enumerate(cols):
             v = float(values[i, j])
-            fill, txt = score_colour(v), (f"{v:.2f}" if np.isfinite(v) else "skip")
-            out.append(f'<rect x="{left + cw * j}" y="{top + ch * i}" width="{cw - 2}" height="{ch - 2}" '
-                       f'fill="{fill}"/><text x="{left + cw * j + cw / 2 - 1}" y="{top + ch * i + 14}" '
-                       f'text-anchor="middle" fill="white">{txt}</text>')
+            fill = score_colour(v)
+            txt, tip = (f"{v:.3f}", f"{r}, {c}: score {score_tip(v)}") if np.isfinite(v) else ("skip", "skipped")
+            out.append(f'<g><title>{html.escape(tip)}</title><rect x="{left + cw * j}" y="{top + ch * i}" '
+                       f'width="{cw - 2}" height="{ch - 2}" fill="{fill}"/><text x="{left + cw * j + cw / 2 - 1}" '
+                       f'y="{top + ch * i + 14}" text-anchor="middle" fill="{text_colour(fill)}">{txt}</text></g>')
     out.append("</svg>")
     return "".join(out)
+
+
+# ------------------------------------------------------------------ plot panels
+def flat_note(series: list[tuple[str, Any, Any]], tol: float = 0.0, about: float | None = None,
+              unit: str = "") -> str | None:
+    """Why a panel of ``series`` would carry no information, or ``None`` when it does.
+
+    The panel is flat when every finite y value of every series lies within ``tol`` of ``about`` (default: the
+    first value, i.e. a constant series; 1e-12 of the largest |y| is always allowed for round-off).  The text
+    names the largest deviation.
+    """
+    ys = [np.asarray(y, float).ravel() for _, _, y in series if y is not None]
+    ys = [y[np.isfinite(y)] for y in ys]
+    ys = [y for y in ys if y.size]
+    if not ys:
+        return None
+    allv = np.concatenate(ys)
+    ref = float(ys[0][0]) if about is None else float(about)
+    spread = float(np.max(np.abs(allv - ref)))
+    if spread > max(float(tol), 1e-12 * float(np.max(np.abs(allv)))):
+        return None
+    u = f" {unit}" if unit else ""
+    if about is None:
+        return f"every value is {ref:.6g}{u} (spread {spread:.1e}{u})"
+    return f"every value lies within {spread:.1e}{u} of {ref:g}{u}"
+
+
+def panel_note(title: str, why: str) -> str:
+    """The one-line note that stands in for a panel that carries no information."""
+    return f"<p class=plotnote><b>{html.escape(title)}</b>: not plotted: {html.escape(why)}.</p>"
+
+
+def _element_series(o: Any, els: list[str], xkey: str, ykey: str) -> list[tuple[str, Any, Any]]:
+    return [(el, _find(o.details[k], xkey), _find(o.details[k], ykey)) for k, el in enumerate(els)
+            if k < len(o.details)]
+
+
+def _panel(plots: list[str], notes: list[str], series: list[tuple[str, Any, Any]], title: str, *args: Any,
+           flat_tol: float = 0.0, flat_about: float | None = None, flat_unit: str = "", flat_why: str = "",
+           **kw: Any) -> None:
+    """Append the plot of ``series``, or the note saying why it is left out (no data, or a flat panel)."""
+    live = [s for s in series if s[1] is not None and s[2] is not None and np.asarray(s[2], float).size]
+    if not live:
+        notes.append(panel_note(title, "no data recorded"))
+        return
+    flat = flat_note(live, flat_tol, flat_about, flat_unit)
+    if flat is not None:
+        notes.append(panel_note(title, f"{flat} for {', '.join(s[0] for s in live)}" + (f": {flat_why}"
+                                                                                          if flat_why else "")))
+        return
+    plots.append(line_plot(live, title, *args, **kw))
+
+
+def _plots(outcomes: dict[str, Any], els: list[str]) -> tuple[list[str], list[str]]:
+    """The report's plot panels and the notes standing in for panels without information."""
+    plots: list[str] = []
+    notes: list[str] = []
+    if "smoothness" in outcomes:
+        o = outcomes["smoothness"]
+        _panel(plots, notes, _element_series(o, els, "s_grid", "energies"), "Bond scan: energy",
+               "displacement s (Å)", "E (eV)")
+        _panel(plots, notes, _element_series(o, els, "s_grid", "projected_force"), "Bond scan: projected force",
+               "displacement s (Å)", "F_j·û (eV/Å)", ref_lines=[(0.0, "F = 0")])
+    if "zero_modes" in outcomes:
+        o = outcomes["zero_modes"]
+        series = []
+        for k, el in enumerate(els[:len(o.details)]):
+            ev = _find(o.details[k], "eigenvalues")
+            if ev is None:
+                ev = _find(o.details[k], "lowest_eigenvalues")
+            if ev is not None:
+                ev = np.sort(np.abs(np.asarray(ev, float)))
+                series.append((el, np.arange(ev.size), ev))
+        _panel(plots, notes, series, "Hessian spectrum |λ_i| (relaxed cluster)", "mode index", "|λ| (eV/Å²)",
+               logy=True, markers=True)
+    if "trimer" in outcomes:
+        o = outcomes["trimer"]
+        floors = [_find(d, "noise_floor") for d in o.details]
+        floor = max([float(f) for f in floors if f is not None and np.isfinite(f)] + [0.0])
+        _panel(plots, notes, _element_series(o, els, "separations", "delta_e3"), "Three-body decay ΔE₃",
+               "apex offset (Å)", "ΔE₃ (eV)", ref_lines=[(0.0, "ΔE₃ = 0")], flat_tol=floor, flat_about=0.0,
+               flat_unit="eV", flat_why=(f"below the probe's noise floor ({floor:.1e} eV) at every offset, so the "
+                                         "model has no three-body energy (a pair potential), which the probe "
+                                         "counts as exact; the curve would be a flat zero line"))
+    if "config_temperature" in outcomes:
+        o = outcomes["config_temperature"]
+        series = []
+        for k, el in enumerate(els[:len(o.details)]):
+            r = _find(o.details[k], "ratio_series")
+            if r is not None:
+                series.append((el, np.arange(np.asarray(r).size), r))
+        _panel(plots, notes, series, "Configurational / kinetic temperature per frame", "frame", "T_conf/T_kin",
+               ref_lines=[(1.0, "target 1")])
+    return plots, notes
 
 
 def render_report(report: Any) -> str:
@@ -220,10 +453,11 @@ def render_report(report: Any) -> str:
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
         f"<title>jaxcert report: {html.escape(str(d['model'].get('name')))}</title>",
-        "<style>body{font-family:sans-serif;max-width:1150px;margin:2em auto;color:#222}"
+        "<style>body{font-family:sans-serif;max-width:1150px;margin:2em auto;padding:0 24px;color:#222}"
         "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
-        "td:first-child,th:first-child{text-align:left}.pass{color:#1a7f37}.fail{color:#c62828}"
-        ".plots{display:flex;flex-wrap:wrap;gap:12px}"
+        "td:first-child,th:first-child,th.why{text-align:left}.pass{color:#1a7f37}.fail{color:#c62828}"
+        ".plots{display:flex;flex-wrap:wrap;gap:12px}.heat{display:flex;flex-wrap:wrap;gap:24px;"
+        "align-items:flex-start}.heat .legend{max-width:460px}.note{color:#555}p.plotnote{color:#555;margin:.4em 0}"
         "td.why{text-align:left;font-size:85%;color:#555;max-width:460px}</style></head><body>",
         f"<h1>jaxcert certification: {html.escape(str(d['model'].get('name')))}</h1>",
         f"<p>Elements {html.escape(', '.join(els))} · seed {d['seed']} · {html.escape(d['dtype'])} · "
@@ -231,7 +465,7 @@ def render_report(report: Any) -> str:
         f"gates {agg['gates_passed']}/{agg['gates_total']} · {agg['n_evals']} model evaluations · "
         f"{d['wall_time_s']:.1f} s</p>",
         "<table class=probes><tr><th>Probe</th><th>Target</th><th>Defect</th><th>Score</th><th>Evals</th>"
-        "<th>Gate</th><th>Status</th><th>Identity tested; what a failure means</th></tr>",
+        "<th>Gate</th><th>Status</th><th class=why>Identity tested; what a failure means</th></tr>",
     ]
     for p in d["probes"]:
         gate = "" if p["gate"] is None else ("<span class=pass>PASS</span>" if p["gate"] else
@@ -247,41 +481,10 @@ def render_report(report: Any) -> str:
     names = [o.name for o in report.outcomes]
     grid = np.array([[float(o.score[o.elements.index(el)]) if el in o.elements else np.nan for el in els]
                      for o in report.outcomes]).reshape(len(names), len(els))
-    parts.append("<h2>Scores per probe and element</h2>" + heatmap(names, els, grid, "score"))
-    plots = []
-    if "smoothness" in outcomes:
-        o = outcomes["smoothness"]
-        plots.append(line_plot([(el, _find(o.details[k], "s_grid"), _find(o.details[k], "energies"))
-                                for k, el in enumerate(els)], "Bond scan: energy", "displacement s (Å)", "E (eV)"))
-        plots.append(line_plot([(el, _find(o.details[k], "s_grid"), _find(o.details[k], "projected_force"))
-                                for k, el in enumerate(els)], "Bond scan: projected force", "displacement s (Å)",
-                               "F_j·û (eV/Å)"))
-    if "zero_modes" in outcomes:
-        o = outcomes["zero_modes"]
-        series = []
-        for k, el in enumerate(els):
-            ev = _find(o.details[k], "eigenvalues")
-            if ev is None:
-                ev = _find(o.details[k], "lowest_eigenvalues")
-            if ev is not None:
-                ev = np.sort(np.abs(np.asarray(ev, float)))
-                series.append((el, np.arange(ev.size), ev))
-        plots.append(line_plot(series, "Hessian spectrum |λ_i| (relaxed cluster)", "mode index", "|λ| (eV/Å²)",
-                               logy=True, markers=True))
-    if "trimer" in outcomes:
-        o = outcomes["trimer"]
-        plots.append(line_plot([(el, _find(o.details[k], "separations"), _find(o.details[k], "delta_e3"))
-                                for k, el in enumerate(els)], "Three-body decay ΔE₃", "apex offset (Å)",
-                               "ΔE₃ (eV)"))
-    if "config_temperature" in outcomes:
-        o = outcomes["config_temperature"]
-        series = []
-        for k, el in enumerate(els):
-            r = _find(o.details[k], "ratio_series")
-            if r is not None:
-                series.append((el, np.arange(np.asarray(r).size), r))
-        plots.append(line_plot(series, "Configurational / kinetic temperature per frame", "frame", "T_conf/T_kin"))
-    parts.append("<h2>Plots</h2><div class=plots>" + "".join(plots) + "</div>")
+    parts.append("<h2>Scores per probe and element</h2><div class=heat>" + heatmap(names, els, grid, "score")
+                 + score_legend(grid) + "</div>")
+    plots, notes = _plots(outcomes, els)
+    parts.append("<h2>Plots</h2><div class=plots>" + "".join(plots) + "</div>" + "".join(notes))
     parts.append("<h2>Environment</h2><pre>" + html.escape(
         "\n".join(f"{k}: {v}" for k, v in {**d["versions"], **d["machine"]}.items())) + "</pre>")
     parts.append("</body></html>")
