@@ -13,6 +13,7 @@ import html
 import json
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -210,8 +211,7 @@ def write_report(out: str, committee: Any, result: Any, esc: Mapping[str, Any] |
         lines += ["", "## Labelled protocol artefacts (every model fails them; not escalated)", ""]
         lines += [f"- {a['protocol']} {a['cell']}: {a['reason']}" for a in artefacts] or ["- none"]
         _write(out, "report.md", "\n".join(lines) + "\n")
-        _write(out, "report.html", "<!doctype html><html><head><meta charset='utf-8'><title>jaxcert investigate</title>"
-               "</head><body><pre>" + html.escape("\n".join(lines)) + "</pre></body></html>")
+        _write(out, "report.html", _html_page("jaxcert investigate", lines))
         _write(out, "escalation.json", json.dumps(to_jsonable(doc), indent=2))
         return doc
 
@@ -334,7 +334,7 @@ def write_report(out: str, committee: Any, result: Any, esc: Mapping[str, Any] |
     md += ["", "## Protocol artefacts (labelled, not escalated)", ""] + (
         [f"- {a['protocol']} {a['cell']}: {a['reason']}" for a in artefacts] or ["- none"])
     _write(out, "report.md", "\n".join(md) + "\n")
-    _write(out, "report.html", _html_page(h.id, sections, svg, md))
+    _write(out, "report.html", _html_page(f"Escalation: {h.id}", md, svg))
     _write(out, "escalation.json", json.dumps(to_jsonable(doc), indent=2))
     _write(out, "reproduce.py", REPRODUCE.format(x64=str(str(committee.dtype) == "float64")))
     return doc
@@ -352,23 +352,73 @@ def _others(p: Protocol, screen: Sequence[Cell], t: str, oname: str | None) -> d
     return out
 
 
-def _html_page(title: str, sections: Sequence[tuple[str, list[str]]], svg: str, md: Sequence[str]) -> str:
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
-             "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto;line-height:1.4}"
-             "pre{background:#f6f6f6;padding:.5em;white-space:pre-wrap}table.fig td{padding:2px 6px}</style>"
-             f"</head><body><h1>Escalation: {html.escape(title)}</h1>"]
-    for head, body in sections:
-        parts.append(f"<h2>{html.escape(head)}</h2>")
-        if head.startswith("4."):
-            parts.append(svg)
+_CSS = ("body{font-family:system-ui,sans-serif;max-width:64em;margin:1.5em auto;padding:0 1.5em;line-height:1.45}"
+        "h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}"
+        "pre{background:#f6f6f6;padding:.5em .8em;white-space:pre-wrap;overflow-x:auto}"
+        "code{background:#f2f2f2;padding:0 .2em}ul{padding-left:1.4em}"
+        "svg{max-width:100%;height:auto}table.fig td{padding:2px 6px}.fig{overflow-x:auto}")
+
+
+def _inline(text: str) -> str:
+    """Escaped text with Markdown's `code` and **bold** as HTML."""
+    out = html.escape(text)
+    out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+    return re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", out)
+
+
+def markdown_html(lines: Sequence[str], figure: str = "") -> str:
+    """The report's Markdown (headings, paragraphs, ``- `` lists, four-space preformatted blocks, the figure line)
+    as HTML, so ``report.html`` is the same document as ``report.md``, laid out as a page."""
+    parts: list[str] = []
+    para: list[str] = []
+    pre: list[str] = []
+    items: list[str] = []
+
+    def flush() -> None:
+        if para:
+            parts.append("<p>" + " ".join(_inline(x) for x in para) + "</p>")
+            para.clear()
+        if pre:
+            parts.append("<pre>" + html.escape("\n".join(pre)) + "</pre>")
+            pre.clear()
+        if items:
+            parts.append("<ul>" + "".join(f"<li>{_inline(x)}</li>" for x in items) + "</ul>")
+            items.clear()
+
+    for line in lines:
+        if line.startswith("    ") and line.strip():
+            if para or items:
+                flush()
+            pre.append(line[4:])
             continue
-        text = "\n".join(body)
-        parts.append(f"<pre>{html.escape(text)}</pre>")
-    tail = md[md.index("## Pre-registration (written before the probes ran)"):] if \
-        "## Pre-registration (written before the probes ran)" in md else []
-    parts.append("<h2>Pre-registration, rejections, artefacts</h2><pre>" + html.escape("\n".join(tail)) + "</pre>")
-    parts.append("</body></html>")
+        if pre:
+            flush()
+        m = re.match(r"(#{1,3}) (.*)", line)
+        if m:
+            flush()
+            n = len(m.group(1))
+            parts.append(f"<h{n}>{_inline(m.group(2))}</h{n}>")
+        elif line.startswith("!["):
+            flush()
+            parts.append(f'<div class="fig">{figure}</div>')
+        elif line.startswith("- "):
+            if para:
+                flush()
+            items.append(line[2:])
+        elif not line.strip():
+            flush()
+        else:
+            if items:
+                flush()
+            para.append(line)
+    flush()
     return "".join(parts)
+
+
+def _html_page(title: str, md: Sequence[str], svg: str = "") -> str:
+    return (f"<!doctype html><html><head><meta charset='utf-8'><meta name='viewport' "
+            f"content='width=device-width, initial-scale=1'><title>{html.escape(title)}</title>"
+            f"<style>{_CSS}</style></head><body>{markdown_html(md, svg)}</body></html>")
 
 
 def _write(folder: str, name: str, text: str) -> None:

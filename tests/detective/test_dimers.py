@@ -132,3 +132,18 @@ def test_sequential_equals_batched(lj_models):
     Es, Fs = s.energies_forces(structs)
     assert abs(Eb - Es).max() < 1e-10 and b.n_evals == s.n_evals == 8
     assert max(abs(Fb[0][k] - Fs[0][k]).max() for k in range(4)) < 1e-10
+
+
+def test_the_html_report_is_a_page_not_preformatted_text(planted_run):
+    """report.html is report.md laid out as a page: headings, lists, the embedded figure; preformatted blocks only
+    where the Markdown has them (the reproduction's printout, the DFT card listing)."""
+    from tests import _browser
+
+    _, out = planted_run
+    page = (out / "report.html").read_text()
+    assert "<h1>Escalation:" in page and "<h2>1. Finding</h2>" in page and "<h2>7. Confounds closed</h2>" in page
+    assert "<ul><li>" in page and "<svg" in page and not page.split("<body>")[1].startswith("<pre>")
+    if _browser.chromium() is None:
+        pytest.skip(_browser.SKIP_REASON)
+    r = _browser.run_in_browser(page, "")  # the prelude measures whether the page fits the window
+    assert r["fits"], r
