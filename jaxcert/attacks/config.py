@@ -186,6 +186,28 @@ def prepare_attack(a: Any) -> AttackInputs:
     return AttackInputs(atoms, specs, pipeline, v["eps"], v["seeds"], info, extra)
 
 
+def refuse_stationary_sign_attacks(model: Any, s: Structure, specs: Any, name: str = "--attack") -> None:
+    """Refuse FGSM and I-FGSM without a random start on a stationary input (docs/attacks.md §6).
+
+    When every movable force component of the input is below :func:`~jaxcert.attacks.attacks.grad_tolerance`
+    (a relaxed high-symmetry crystal: the gradient vanishes by symmetry), the first relaxation stays there and
+    sign(g) = 0, so the attack would move nothing and every metric would be 0.  That is an empty experiment,
+    refused before any work with the reason and the two ways out; a structure that only becomes stationary
+    during the first relaxation still gets the run's ``stationary_start`` warning.  PGD and the random-start
+    variants are never refused.  One force evaluation of the input."""
+    from jaxcert.attacks.attacks import grad_tolerance
+
+    plain = sorted({sp.name for sp in specs if sp.name in ("fgsm", "ifgsm") and sp.start == "none"})
+    if not plain:
+        return
+    forces = np.asarray(model.forces(s))[np.asarray(s.mask, bool)]
+    tol = grad_tolerance(forces.dtype)
+    if forces.size and np.all(np.isfinite(forces)) and float(np.max(np.abs(forces))) < tol:
+        raise InputError(f"{name}: {', '.join(plain)} on a stationary point moves nothing: every force component of "
+                         f"the input is below {tol:g} eV/Å (zero by symmetry), so sign(g) = 0; add --random-start "
+                         "(R+FGSM: a random ±ε/2 sign step first) or use pgd (docs/attacks.md §6)")
+
+
 def _eps_bound(name: str, values: list[float], relative: bool) -> list[float]:
     """Each ε at most :data:`MAX_EPS_A` Å (:data:`MAX_EPS_RELATIVE` with ``relative``), each once."""
     top = MAX_EPS_RELATIVE if relative else MAX_EPS_A

@@ -22,6 +22,7 @@ from jaxcert.attacks.config import (
     prepare_attack,
     prepare_sweep,
     read_contour,
+    refuse_stationary_sign_attacks,
     stored_rows,
 )
 from jaxcert.attacks.pipeline import OPTIMIZERS
@@ -47,6 +48,7 @@ def cmd_attack(a: argparse.Namespace) -> int:
     dtype = set_dtype(a.dtype)
     model = load_model(a.model, a.defect, a.max_batch)
     s = Structure.from_ase(job.atoms, dtype=dtype)
+    refuse_stationary_sign_attacks(model, s, job.specs)
     # progress per phase (stderr; a rich bar on a terminal, one line per phase otherwise): the attacks and the
     # second relaxations are one compiled program, so they are one phase
     progress = None if a.quiet else StepProgress(["relax", "attack + relax", "metrics"],

@@ -36,7 +36,15 @@ def _run(tmp_path, capsys, name, *extra):
     return capsys.readouterr().out, json.loads(out.read_text())
 
 
-def test_stationary_point_is_reported_and_random_start_moves(tmp_path, capsys):
+def test_plain_fgsm_on_a_stationary_input_is_refused_with_the_reason(capsys):
+    assert main(BASE) == 2  # before any relaxation or compilation of the attack
+    err = capsys.readouterr().err
+    assert "--attack: fgsm on a stationary point moves nothing" in err and "--random-start" in err and "pgd" in err
+
+
+def test_stationary_point_is_reported_and_random_start_moves(tmp_path, capsys, sw, monkeypatch):
+    # the library still runs it (and warns): the refusal is the command line's
+    monkeypatch.setattr(attack_cli, "refuse_stationary_sign_attacks", lambda *a, **k: None)
     text, doc = _run(tmp_path, capsys, "plain")
     runs = doc["runs"]
     assert len(runs) == 4 and all(r["stationary_start"] and r["small_grad_fraction"] == 1.0 for r in runs)

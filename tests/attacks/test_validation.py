@@ -487,8 +487,8 @@ def test_sweep_structures_use_the_one_name_parser(value, tmp_path, capsys):
 def test_attack_shows_progress_per_phase(capsys):
     """A long single-structure attack used to show nothing until the end: now one line per phase on stderr (a rich
     bar on a terminal), and nothing with --quiet."""
-    assert main(["attack", "--model", "lj", "--structure", "Cu", "--min-length", "0", "--attack", "fgsm",
-                 "--max-steps", "20"]) == 0
+    assert main(["attack", "--model", "lj", "--structure", "Cu", "--min-length", "0", "--attack", "pgd",
+                 "--n-steps", "2", "--max-steps", "20"]) == 0
     err = capsys.readouterr().err
     for phase in ("relax", "attack + relax", "metrics"):
         assert f"attack 4 atoms {phase} · elapsed" in err, err
