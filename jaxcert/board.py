@@ -225,10 +225,12 @@ def certify_entry(entry: BoardEntry, settings: dict[str, Any]) -> dict[str, Any]
                      t0)
     names = list(settings["probes"])
     try:
-        finished = load_finished(path, model, settings["elements"], settings["seed"], dtype, name=path)
+        finished = load_finished(path, model, settings["elements"], settings["seed"], dtype, name="--out")
     except InputError as err:
         return _fail(entry, "resume", f"{err} (remove the file or use another --out)", t0)
-    kept = [o.name for o in finished if o.name in names]
+    from jaxcert.probes.base import PROBES
+
+    kept = [o.name for o in finished if o.name in names and o.config == repr(PROBES[o.name].config())]
     if os.path.exists(path) and set(kept) == set(names):
         with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)

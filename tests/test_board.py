@@ -145,6 +145,10 @@ def test_gate_exit_codes(tmp_path, capsys):
     assert main(argv) == 1
     assert "gates failed: lj-curl (exit 1)" in capsys.readouterr().err
     assert main([*argv, "--no-fail-on-gate"]) == 0  # the finished file is kept; only the exit code changes
+    capsys.readouterr()
+    assert main([*argv, "--no-fail-on-gate", "--seed", "1"]) == 1  # the file is another run's: a failed row
+    [failed] = _read(tmp_path / "b" / "board.json")["failed"]
+    assert failed["stage"] == "resume" and "seed = 0, this run has 1" in failed["reason"]
 
 
 def test_model_names_and_specs():
