@@ -31,6 +31,8 @@ ALLOWED: dict[str, set[str]] = {
     "detective": {"core", "models", "optim", "probes", "report", "controls"},
     "specs": {"core", "models"},
     "checkpoint": {"core", "probes", "report"},
+    "board": {"core", "models", "specs", "checkpoint", "probes", "report"},
+    "testing": {"core", "probes", "report", "specs"},
     "_lam": {"core", "probes", "report"},
     "progress": set(),
     "_version": set(),

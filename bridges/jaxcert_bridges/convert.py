@@ -238,7 +238,7 @@ def convert_sevennet(checkpoint: str = "7net-0", path: str | os.PathLike | None 
         "source": {"package": f"sevenn {sevenn.__version__}", "checkpoint_file": os.path.basename(ck_path),
                    "checkpoint_sha256": _sha256(ck_path) if os.path.isfile(ck_path) else None,
                    "torch_dtype": "float32", "license_note": "weights converted locally from the installed "
-                   "sevenn package; not redistributed"},
+                   "sevenn package; not redistributed", "training_data": _training_data(checkpoint)},
         "n_parameters": int(sum(p.numel() for p in model.parameters())),
     }
     if path is not None:
@@ -248,6 +248,21 @@ def convert_sevennet(checkpoint: str = "7net-0", path: str | os.PathLike | None 
         np.savez(tmp, config=np.array(json.dumps(config)), **w.arrays)
         os.replace(tmp, path)
     return config
+
+
+def _training_data(checkpoint: str) -> str | None:
+    """What the checkpoint's own config states about its training and validation sets (the dataset paths it
+    was trained from), quoted for the model card (docs/board.md); ``None`` when it states none or cannot be
+    read."""
+    try:
+        import sevenn.util as su
+
+        config = su.load_checkpoint(checkpoint).config
+    except Exception:  # noqa: BLE001 - optional metadata: the conversion does not depend on it
+        return None
+    said = {k: config[k] for k in ("load_dataset_path", "load_trainset_path", "load_validset_path")
+            if config.get(k)}
+    return "; ".join(f"{k} = {v}" for k, v in said.items()) or None
 
 
 def main(argv: list[str] | None = None) -> int:

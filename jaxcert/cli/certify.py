@@ -51,7 +51,8 @@ def cmd_certify(a: argparse.Namespace) -> int:
     checkpoint = (lambda rep: write_report(rep, a.json, complete=False)) if a.json else None
     try:
         report = certify(model, elements, probes=names, seed=seed, dtype=dtype, agg=a.agg, progress=progress,
-                         skip_unsupported=a.skip_unsupported, finished=finished, on_probe=checkpoint)
+                         skip_unsupported=a.skip_unsupported, finished=finished, on_probe=checkpoint,
+                         throughput=not a.no_throughput)
     finally:
         if progress is not None:
             progress.close()
@@ -120,6 +121,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--resume", action="store_true",
                    help="keep the probes already finished in --json FILE and run only the rest (the file is "
                    "rewritten atomically after every probe)")
+    c.add_argument("--no-throughput", action="store_true", help="do not measure throughput (evaluations/s of the "
+                   "suite and a short NVE run on ~100 atoms, in the report's 'throughput'; docs/board.md)")
     no_fail(c)
     c.set_defaults(fn=cmd_certify)
 

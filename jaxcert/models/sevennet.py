@@ -478,6 +478,8 @@ def sevennet(checkpoint: str = "7net-0", modal: str | None = None, path: str | N
             ("source", f"{src.get('package')} {src.get('checkpoint_file')} sha256 {src.get('checkpoint_sha256')}"),
             ("weights", path), ("capacity", str(capacity)), ("precision", str(precision or "structure dtype")),
             ("parameters", str(config.get("n_parameters"))))
+    if src.get("training_data"):  # what the checkpoint's config states (jaxcert_bridges.convert; model card)
+        info += (("training_data", f"SevenNet checkpoint config: {src['training_data']}"),)
     name = f"jax-sevennet-{checkpoint}" + (f"-{modal}" if modal else "") + (f"@{precision}" if precision else "")
     return Model(energy_fn, params=params, name=name, cutoff=float(config["cutoff"]),
                  elements=tuple(sorted(type_map)), info=info, max_batch=max_batch)

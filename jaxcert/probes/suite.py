@@ -55,6 +55,8 @@ from jaxcert.core.model import Model, UnsupportedElement, is_unsupported_structu
 from jaxcert.core.structure import Structure, stack
 from jaxcert.probes import kinds, stages, substrates
 from jaxcert.probes.base import NOT_RUN, PROBES, STATUS_NAMES, UNSUPPORTED, ProbeSkip
+from jaxcert.probes.card import model_card
+from jaxcert.probes.throughput import throughput as measure_throughput
 from jaxcert.report import Report
 from jaxcert.report.summary import combine_scores, to_jsonable
 
@@ -200,6 +202,8 @@ def certify(
     finished: Sequence[ProbeOutcome] = (),
     on_probe: Callable[[Any], None] | None = None,
     compile_workers: int | None = None,
+    throughput: bool = False,
+    card: bool = True,
 ):
     """Run the certification suite and return a :class:`jaxcert.report.certification.Report`.
 
@@ -224,6 +228,11 @@ def certify(
         program when its probe runs). XLA compiles outside the GIL, so on a cold start the
         programs of later probes compile while earlier ones run; results are identical
         (the same programs), only ``wall_s`` per probe then excludes the overlapped compile.
+      throughput: after the probes, measure the model's throughput into the report's ``"throughput"``
+        (:mod:`jaxcert.probes.throughput`: evaluations/s of the suite, atom·steps/s of a short NVE run on
+        about 100 atoms of the first element; docs/board.md).  Off by default, to keep library calls and
+        tests to the probes; the CLI's ``certify`` and ``board`` turn it on.
+      card: put the model card (:func:`jaxcert.probes.card.model_card`) in the report's ``"card"``.
 
     Raises:
       InputError: unknown, misspelt or duplicate element symbols, elements the model does not
@@ -269,10 +278,12 @@ def certify(
     last = 0.0
 
     machine = device.machine()
+    the_card = model_card(model, dtype) if card else None
 
-    def partial_report():
+    def partial_report(rates: dict[str, Any] | None = None):
         return Report.from_outcomes(model=model, elements=all_elements, seed=seed, dtype=str(dtype), agg=agg,
-                                    outcomes=outcomes, wall_s=time.perf_counter() - t_start, machine=machine)
+                                    outcomes=outcomes, wall_s=time.perf_counter() - t_start, machine=machine,
+                                    card=the_card, throughput=rates)
 
     def evaluate(name: str, spec, cfg, els: tuple[str, ...]) -> ProbeOutcome:
         """The probe on the elements ``els`` in one batch; element k keeps its key whatever the batch."""
@@ -348,9 +359,14 @@ def certify(
         if on_probe is not None:
             on_probe(partial_report())
     ahead.close()
+    rates = None
+    if throughput:
+        if progress is not None and getattr(progress, "phase", None) is not None:
+            progress.phase("throughput")
+        rates = measure_throughput(model, elements, outcomes, dtype)
     if progress is not None:
         progress("done", len(names), len(names), last)
-    return partial_report()
+    return partial_report(rates)
 
 
 def run_on_structures(model: Model, name: str, structures: dict[str, Structure], seed: int = 0,

@@ -9,7 +9,9 @@ JSON layout::
                  "message", "details": {...},
                  "per_element": {"Si": {"defect", "score", "gate", "n_evals", "status", "details"}, ...}}],
      "aggregate": {"overall", "method", "gates_passed", "gates_total", "n_evals", "sub_scores",
-                   "per_element_overall"}}
+                   "per_element_overall"},
+     "card": {...},         # optional: the model card (jaxcert/probes/card.py, docs/board.md)
+     "throughput": {...}}   # optional: evaluations/s and MD atom·steps/s (jaxcert/probes/throughput.py)
 
 A probe whose per-element details carry ``defect_stderr`` (the statistical probes) also gets a
 top-level ``"defect_stderr"``: the standard error of the element-mean defect, √(Σ_e se_e²)/n over
@@ -43,7 +45,7 @@ from jaxcert.report.summary import (
 )
 
 __all__ = ["Report", "to_jsonable", "SCHEMA", "package_versions", "format_defect", "combined_stderr",
-           "probe_stderr"]
+           "probe_stderr", "throughput_line"]
 
 #: the line under the terminal table that says what its columns and symbols mean (docs/reports.md)
 LEGEND = ("Target: the defect of an exact model (0: an identity that must hold exactly; 1: a ratio that is 1 in "
@@ -61,6 +63,22 @@ def probe_stderr(outcome: Any) -> tuple[float | None, list[float | None]] | None
     if all(se is None for se in per):
         return None
     return combined_stderr(outcome.defect, per), per
+
+
+def throughput_line(t: dict[str, Any]) -> str:
+    """One line for the terminal: "throughput: 1.2e+03 evaluations/s (suite) · 4.5e+05 atom·steps/s (NVE, 125
+    Si atoms) on cpu ..." (docs/board.md, "Throughput"); a part that was not measured is left out."""
+    parts = []
+    suite = t.get("suite") or {}
+    if suite.get("evals_per_s") is not None:
+        parts.append(f"{suite['evals_per_s']:.3g} model evaluations/s (suite)")
+    md = t.get("md") or {}
+    if md.get("atom_steps_per_s") is not None:
+        parts.append(f"{md['atom_steps_per_s']:.3g} atom·steps/s (NVE velocity Verlet, {md.get('n_atoms')} "
+                     f"{md.get('element')} atoms)")
+    elif md.get("error"):
+        parts.append(f"MD throughput not measured ({md['error'][:120]})")
+    return "throughput: " + (" · ".join(parts) or "not measured") + f" on {t.get('device', 'unknown device')}"
 
 
 def package_versions() -> dict[str, str]:
@@ -88,15 +106,20 @@ class Report:
     wall_s: float
     versions: dict[str, str] = dataclasses.field(default_factory=package_versions)
     machine: dict[str, Any] = dataclasses.field(default_factory=dict)  # jaxcert.core.device.machine()
+    #: what jaxcert knows of the model without guessing (``jaxcert.probes.card.model_card``; docs/board.md)
+    card: dict[str, Any] | None = None
+    #: evaluations per second of the suite and MD atom·steps per second (``jaxcert.probes.throughput``)
+    throughput: dict[str, Any] | None = None
 
     @classmethod
     def from_outcomes(cls, model, elements, seed, dtype, agg, outcomes, wall_s,
-                      machine: dict[str, Any] | None = None) -> Report:
+                      machine: dict[str, Any] | None = None, card: dict[str, Any] | None = None,
+                      throughput: dict[str, Any] | None = None) -> Report:
         info = {"name": model.name, "cutoff": model.cutoff if not callable(model.cutoff) else "per composition",
                 "conservative_forces": model.conservative_forces, "stress_head": model.stress_fn is not None}
         info.update(dict(model.info))
         return cls(model=info, elements=list(elements), seed=seed, dtype=dtype, agg=agg, outcomes=list(outcomes),
-                   wall_s=wall_s, machine=dict(machine or {}))
+                   wall_s=wall_s, machine=dict(machine or {}), card=card, throughput=throughput)
 
     # ---------------------------------------------------------------- numbers
     def probe(self, name: str) -> dict[str, Any]:
@@ -166,6 +189,8 @@ class Report:
             "schema": SCHEMA, "model": self.model, "elements": self.elements, "seed": self.seed,
             "dtype": self.dtype, "versions": self.versions, "machine": self.machine, "wall_time_s": self.wall_s,
             "probes": probes, "aggregate": self.aggregate(),
+            **({"card": self.card} if self.card is not None else {}),
+            **({"throughput": self.throughput} if self.throughput is not None else {}),
         })
 
     def to_json(self, path: str | None = None, indent: int = 2) -> str:
@@ -218,6 +243,8 @@ class Report:
             lines.append(f"host model: {h['model_evaluations']} geometry evaluations in {h.get('calls', 0)} calls, "
                          f"{h.get('hvp', 0)} H·v products ({h.get('double_backward', 0)} double backward, "
                          f"{h.get('fd_gradient', 0)} finite-difference gradients)")
+        if self.throughput:
+            lines.append(throughput_line(self.throughput))
         by_element = [o for o in self.outcomes if list(o.elements) == list(self.elements)]
         unsupported = [el for k, el in enumerate(self.elements)
                        if by_element and all(o.status[k] == UNSUPPORTED for o in by_element)]

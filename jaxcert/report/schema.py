@@ -25,7 +25,10 @@ What is checked (the first problem found is reported):
   ``n_evals``, ``sub_scores``, ``gates``, ``per_element_overall``);
 * a λ report: ``model``, ``method``, ``dtype``, ``lambda`` (per structure, ≥ 0 or null),
   ``mean``, ``max``, ``n_evals`` and ``skipped`` per structure, and the gate where present;
-* in both, when present: ``versions`` (package → version string), ``machine``, ``wall_time_s``.
+* in both, when present: ``versions`` (package → version string), ``machine``, ``wall_time_s``;
+* a certification report, when present: ``card`` (an object; its ``parameters`` an integer >= 0 or null,
+  ``species`` a list) and ``throughput`` (an object; ``suite.evals_per_s`` and ``md.atom_steps_per_s`` finite
+  numbers >= 0 or null; ``docs/board.md``).
 
 Keys the readers do not use are allowed (a newer writer may add some); keys of ``per_element``
 and ``per_element_overall`` must be the report's elements.  The field tables below are the
@@ -49,7 +52,8 @@ from jaxcert.report.summary import AGGREGATIONS, UNSUPPORTED
 
 __all__ = [
     "REPORT_SCHEMA", "LAMBDA_SCHEMA", "KINDS", "MAX_BYTES", "MAX_DEPTH", "PROBE_STATUSES", "ELEMENT_STATUSES",
-    "STRUCTURE_PROBES", "REPORT_FIELDS", "PROBE_FIELDS", "ELEMENT_FIELDS", "AGGREGATE_FIELDS", "LAMBDA_FIELDS",
+    "STRUCTURE_PROBES", "REPORT_FIELDS", "CARD_FIELDS", "THROUGHPUT_FIELDS", "RATE_FIELDS", "PROBE_FIELDS",
+    "ELEMENT_FIELDS", "AGGREGATE_FIELDS", "LAMBDA_FIELDS",
     "read_json", "check_report", "check_lambda", "load",
 ]
 
@@ -126,6 +130,26 @@ REPORT_FIELDS: dict[str, tuple[Kind, bool]] = {
     "wall_time_s": (NON_NEGATIVE, False),
     "complete": (BOOL, False),  # checkpoint files (jaxcert.checkpoint.write_report)
     "probe_configs": (_map_of(TEXT_OR_NULL), False),
+    "card": (OBJECT, False),  # the model card (jaxcert.probes.card; docs/board.md)
+    "throughput": (OBJECT, False),  # evaluations/s, atom·steps/s (jaxcert.probes.throughput; docs/board.md)
+}
+#: What the board reads of ``card`` (other keys are free text written by jaxcert).
+CARD_FIELDS: dict[str, tuple[Kind, bool]] = {
+    "parameters": (Kind(lambda x: x is None or (_int(x) and 0 <= x <= _INT_MAX), "an integer >= 0 or null"),
+                   False),
+    "species": (Kind(lambda x: x is None or isinstance(x, list), "a list or null (any element)"), False),
+    "device": (TEXT_OR_NULL, False),
+}
+#: What the board reads of ``throughput.suite`` and ``throughput.md``.
+THROUGHPUT_FIELDS: dict[str, tuple[Kind, bool]] = {
+    "device": (TEXT_OR_NULL, False),
+    "suite": (Kind(lambda x: x is None or isinstance(x, dict), "an object or null"), False),
+    "md": (Kind(lambda x: x is None or isinstance(x, dict), "an object or null"), False),
+}
+RATE_FIELDS: dict[str, tuple[Kind, bool]] = {
+    "evals_per_s": (NON_NEGATIVE_OR_NULL, False),
+    "atom_steps_per_s": (NON_NEGATIVE_OR_NULL, False),
+    "wall_s": (NON_NEGATIVE_OR_NULL, False),
 }
 #: One probe of ``probes`` (``name`` and ``per_element`` are checked on their own).
 PROBE_FIELDS: dict[str, tuple[Kind, bool]] = {
@@ -334,6 +358,13 @@ def check_report(doc: Any, path: str, name: str | None = None) -> dict[str, Any]
     if not NAME.test(model["name"]):
         raise at.bad(("model", "name"), model["name"], NAME.allowed)
     _machine(d, at)
+    if "card" in d:
+        _check_fields(d["card"], CARD_FIELDS, ("card",), at)
+    if "throughput" in d:
+        _check_fields(d["throughput"], THROUGHPUT_FIELDS, ("throughput",), at)
+        for part in ("suite", "md"):
+            if isinstance(d["throughput"].get(part), dict):
+                _check_fields(d["throughput"][part], RATE_FIELDS, ("throughput", part), at)
     elements = _elements(d["elements"], at)
     seen: dict[str, int] = {}
     for k, p in enumerate(d["probes"]):

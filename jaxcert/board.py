@@ -1,0 +1,513 @@
+r"""A board of models: certify each model into ``OUT/<model>.json``, then write the comparison board (docs/board.md).
+
+:func:`run_board` is what ``jaxcert board`` calls (the CLI only parses arguments):
+
+* every model is certified with :func:`jaxcert.certify` into ``OUT/<name>.json``, checkpointed after every
+  probe by :func:`jaxcert.checkpoint.write_report` exactly as ``jaxcert certify --json FILE --resume`` does
+  (docs/cli.md, "Resuming"): a rerun keeps every finished probe, and a model whose file is complete is not
+  run again (its file is left untouched);
+* elements a model has no parameters for are recorded as unsupported (``skip_unsupported``), so that
+  every report has the same elements and the board can put them side by side;
+* a model that fails to load, whose file belongs to another run, or that crashes, becomes an entry of
+  the board's ``"failed"`` list with its reason; the other models go on;
+* then ``OUT/board.json`` (:func:`jaxcert.report.compare.build_board` plus ``failed``, the settings, and
+  each row's ``card`` and ``throughput`` from its report) and ``OUT/index.html``
+  (:func:`jaxcert.report.compare.board_html` plus the failed list, a throughput and model-card table, and
+  each model's card in its drill-down).
+
+Parallel runs (``workers`` / ``scheduler`` / ``client``): one task per model on ``dask.distributed``
+(a ``LocalCluster`` of ``workers`` single-threaded processes, or an existing cluster), as the sweeps do
+(:mod:`jaxcert.attacks.sweep`).  Each task loads its model in the worker, so nothing but the spec travels;
+the workers write the model files themselves, so ``OUT`` must be a folder every worker sees at the same
+path (one machine, or a shared file system).  The probes are deterministic given the seed, so the board
+equals the serial one apart from wall times and throughput (``tests/test_board.py``).  Workers get the
+caller's x64 setting and compilation cache, and the ``PYTHONPATH`` that makes them import this jaxcert.
+
+Models are given as specs (``lj``, ``emt``, ``jax-sevennet:7net-0@float32``, ``nequix:PATH.nqx``; docs/cli.md,
+"Model specs") or as a TOML file (:func:`read_models_toml`)::
+
+    [[models]]
+    spec = "jax-sevennet:7net-0@float32"
+    max_batch = 8
+    [[models]]
+    spec = "lj"
+    name = "lj-curl"          # the file stem (default: made from the spec and the defects)
+    defects = ["curl=1.0"]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from jaxcert.core import inputs
+from jaxcert.core.inputs import InputError
+
+__all__ = ["BoardEntry", "BoardResult", "parse_models", "read_models_toml", "entry_name", "certify_entry",
+           "run_board", "write_board", "BOARD_JSON", "BOARD_HTML"]
+
+BOARD_JSON, BOARD_HTML = "board.json", "index.html"
+_SAFE = re.compile(r"[^A-Za-z0-9._@+=-]")
+_TOML_KEYS = ("spec", "name", "defects", "max_batch")
+
+
+@dataclasses.dataclass(frozen=True)
+class BoardEntry:
+    """One model of a board: its spec, the file stem of its report, its defects and memory budget."""
+
+    spec: str
+    name: str
+    defects: tuple[str, ...] = ()
+    max_batch: str | int | None = None
+
+
+def entry_name(spec: str, defects: Sequence[str] = ()) -> str:
+    """The default file stem of a model: the spec with each path reduced to its file name and every character
+    outside ``A-Za-z0-9._@+=-`` replaced by ``_``, then ``+defect=strength`` per defect
+    (``nequix:/w/nequix-mp-1.nqx@float32`` → ``nequix_nequix-mp-1.nqx@float32``)."""
+    parts = [os.path.basename(p) if ("/" in p or os.sep in p) else p for p in spec.split(":")]
+    stem = _SAFE.sub("_", "_".join(parts))
+    for d in defects:
+        stem += "+" + _SAFE.sub("_", str(d))
+    return stem.strip(".") or "model"
+
+
+def _check_spec(spec: str, where: str) -> str:
+    """A spec whose head names no model at all is a typo, refused before anything runs (exit 2); everything
+    else (a missing file, a missing package) is found when the model loads, and becomes a failed row."""
+    from jaxcert import models
+    from jaxcert.specs import BRIDGED, BRIDGED_ALIASES
+
+    spec = str(spec).strip()
+    head = spec.split(":", 1)[0].split("@", 1)[0]
+    known = set(models.available()) | set(models.spec_heads()) | set(BRIDGED) | set(BRIDGED_ALIASES)
+    if not spec or (head not in known and ":" not in spec):
+        raise InputError(f"{where}: unknown model {spec!r}; registered: {', '.join(models.available())}; or a "
+                         "spec (jax-sevennet:7net-0, nequix:PATH.nqx, chgnet, module:attr; see `jaxcert models`)")
+    return spec
+
+
+def _unique(entries: list[BoardEntry], where: str) -> list[BoardEntry]:
+    seen: dict[str, str] = {}
+    for e in entries:
+        if e.name in seen:
+            raise InputError(f"{where}: two models would write {e.name}.json ({seen[e.name]!r} and {e.spec!r}); "
+                             "list each model once, or give them different names in a TOML file")
+        seen[e.name] = e.spec
+    if not entries:
+        raise InputError(f"{where}: got no model; allowed: comma-separated model specs or a .toml file")
+    return entries
+
+
+def read_models_toml(path: str, where: str = "--models") -> list[BoardEntry]:
+    """The models of a TOML file: a ``[[models]]`` table per model with ``spec`` (required), ``name``,
+    ``defects`` (a list of ``name=strength``) and ``max_batch`` (module docstring).  Any other key, a missing
+    spec or an unreadable file is an :class:`InputError` naming ``where``, the file and the entry."""
+    import tomllib
+
+    try:
+        with open(path, "rb") as fh:
+            doc = tomllib.load(fh)
+    except OSError as err:
+        raise InputError(f"{where}: {path}: cannot be read ({err.strerror or type(err).__name__})") from None
+    except tomllib.TOMLDecodeError as err:
+        raise InputError(f"{where}: {path}: not TOML ({err})") from None
+    rows = doc.get("models")
+    if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
+        raise InputError(f"{where}: {path}: models: got {rows!r}; allowed: one or more [[models]] tables")
+    out = []
+    for k, r in enumerate(rows):
+        at = f"{where}: {path}: models[{k}]"
+        bad = [key for key in r if key not in _TOML_KEYS]
+        if bad:
+            raise InputError(f"{at}: unknown key {bad[0]!r}; allowed: {', '.join(_TOML_KEYS)}")
+        if not isinstance(r.get("spec"), str):
+            raise InputError(f"{at}.spec: got {r.get('spec')!r}; allowed: a model spec (a string)")
+        defects = r.get("defects", [])
+        if not isinstance(defects, list) or not all(isinstance(d, str) for d in defects):
+            raise InputError(f"{at}.defects: got {defects!r}; allowed: a list of \"name=strength\" strings")
+        spec = _check_spec(r["spec"], f"{at}.spec")
+        name = r.get("name", entry_name(spec, defects))
+        if not isinstance(name, str) or not name or _SAFE.search(name) or name.startswith("."):
+            raise InputError(f"{at}.name: got {name!r}; allowed: a file stem of A-Z a-z 0-9 . _ @ + = -")
+        mb = r.get("max_batch")
+        if mb is not None and not (isinstance(mb, int) and not isinstance(mb, bool) and mb >= 1) \
+                and str(mb).lower() != "none":
+            raise InputError(f"{at}.max_batch: got {mb!r}; allowed: an integer >= 1 or \"none\"")
+        out.append(BoardEntry(spec=spec, name=name, defects=tuple(defects), max_batch=mb))
+    return _unique(out, where)
+
+
+def parse_models(models: str | Sequence[str | BoardEntry], where: str = "--models") -> list[BoardEntry]:
+    """``"lj,emt,..."``, a ``.toml`` file name, or a list of specs / :class:`BoardEntry` → the board's entries.
+
+    Raises :class:`InputError` naming ``where`` for an empty list, an unknown model name, two models that
+    would write the same file, or a bad TOML file."""
+    if isinstance(models, str):
+        text = models.strip()
+        if text.endswith(".toml"):
+            return read_models_toml(text, where)
+        models = [m for m in (p.strip() for p in text.split(",")) if m]
+    out = []
+    for m in models:
+        if isinstance(m, BoardEntry):
+            out.append(m)
+        else:
+            spec = _check_spec(m, where)
+            out.append(BoardEntry(spec=spec, name=entry_name(spec)))
+    return _unique(out, where)
+
+
+@dataclasses.dataclass
+class BoardResult:
+    """What :func:`run_board` did: the board (as written to ``board.json``), one status per model (in the
+    order given), the paths written, and whether every gate of every certified model passed."""
+
+    board: dict[str, Any]
+    models: list[dict[str, Any]]
+    json_path: str
+    html_path: str
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        """The models that are not on the board (``board["failed"]``: name, spec, defects, stage, reason)."""
+        return list(self.board["failed"])
+
+    @property
+    def gates_ok(self) -> bool:
+        """Every gate of every certified model passed."""
+        return all(m.get("gates_ok", True) for m in self.models if m["status"] != "failed")
+
+
+# ------------------------------------------------------------------------------------------------ one model
+def _fail(entry: BoardEntry, stage: str, reason: str, t0: float) -> dict[str, Any]:
+    return {"name": entry.name, "spec": entry.spec, "defects": list(entry.defects), "status": "failed",
+            "stage": stage, "reason": reason.strip()[:500], "computed": [], "kept": [],
+            "wall_s": time.perf_counter() - t0}
+
+
+def certify_entry(entry: BoardEntry, settings: dict[str, Any]) -> dict[str, Any]:
+    """Certify one model into ``settings["out"]/<name>.json`` (resumable) and return its status:
+    ``status`` ("ok", "kept": the complete file was reused untouched, or "failed" with ``stage`` and
+    ``reason``), ``computed`` and ``kept`` (probe names), ``gates_ok``, ``file`` and ``wall_s``.
+
+    Runs in this process or on a dask worker (``settings`` is plain data; :func:`run_board` makes it).  Never
+    raises for a model's own failure: loading, a file of another run and a crash are returned as "failed".
+    """
+    t0 = time.perf_counter()
+    import jax
+
+    if settings.get("x64") is not None and bool(jax.config.jax_enable_x64) != settings["x64"]:
+        jax.config.update("jax_enable_x64", settings["x64"])  # a fresh dask worker: the caller's setting
+    if settings.get("cache") and not jax.config.jax_compilation_cache_dir:
+        from jaxcert.core.cache import enable_compilation_cache
+
+        enable_compilation_cache(settings["cache"])
+    import jax.numpy as jnp
+
+    from jaxcert.checkpoint import load_finished, write_report
+    from jaxcert.probes.suite import certify
+    from jaxcert.specs import load_model
+
+    dtype = jnp.float64 if settings["dtype"] == "float64" else jnp.float32
+    path = os.path.join(settings["out"], f"{entry.name}.json")
+    try:
+        model = load_model(entry.spec, list(entry.defects), entry.max_batch)
+    except Exception as err:  # noqa: BLE001 - a model that cannot load is a row with its reason
+        return _fail(entry, "load", f"{type(err).__name__}: {err}" if not isinstance(err, InputError) else str(err),
+                     t0)
+    names = list(settings["probes"])
+    try:
+        finished = load_finished(path, model, settings["elements"], settings["seed"], dtype, name="--out")
+    except InputError as err:
+        return _fail(entry, "resume", f"{err} (remove the file or use another --out)", t0)
+    from jaxcert.probes.base import PROBES
+
+    kept = [o.name for o in finished if o.name in names and o.config == repr(PROBES[o.name].config())]
+    if os.path.exists(path) and set(kept) == set(names):
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        if doc.get("complete") and (doc.get("throughput") is not None or not settings["throughput"]) \
+                and [p["name"] for p in doc["probes"]] == names:
+            return {"name": entry.name, "spec": entry.spec, "defects": list(entry.defects), "status": "kept",
+                    "file": path, "computed": [], "kept": kept, "gates_ok": all(doc["aggregate"]["gates"].values()),
+                    "wall_s": time.perf_counter() - t0}
+    try:
+        report = certify(model, settings["elements"], probes=names, seed=settings["seed"], dtype=dtype,
+                         agg=settings["agg"], skip_unsupported=True, finished=finished,
+                         on_probe=lambda rep: write_report(rep, path, complete=False),
+                         throughput=settings["throughput"])
+        write_report(report, path, complete=True)
+    except Exception as err:  # noqa: BLE001 - a crash of one model is its row; the board goes on
+        return _fail(entry, "certify", f"{type(err).__name__}: {str(err).strip()}", t0)
+    gates = report.aggregate()["gates"]
+    crashed = [o.name for o in report.outcomes if "error" in o.status]
+    status = {"name": entry.name, "spec": entry.spec, "defects": list(entry.defects), "status": "ok", "file": path,
+              "computed": [n for n in names if n not in kept], "kept": kept, "gates_ok": all(gates.values()),
+              "wall_s": time.perf_counter() - t0}
+    if crashed:  # the probes that crashed are run again by the next run (not in checkpoint.FINISHED)
+        status["crashed_probes"] = crashed
+    return status
+
+
+# ------------------------------------------------------------------------------------------------ the board
+def _pythonpath_with_this_jaxcert() -> str:
+    """``PYTHONPATH`` with the folder holding this ``jaxcert`` first, so worker processes import the same code."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    old = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join([here] + [p for p in old if os.path.abspath(p) != here])
+
+
+def _run_dask(entries: list[BoardEntry], settings: dict[str, Any], workers: int | None, scheduler: str | None,
+              client: Any, on_model: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
+    """One task per model on dask.distributed; statuses in the order of ``entries``."""
+    try:
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError:
+        raise InputError("--workers/--scheduler: needs dask.distributed: pip install 'dask[distributed]'") from None
+    cluster = own = None
+    saved = os.environ.get("PYTHONPATH")
+    try:
+        if client is None:
+            if scheduler:
+                try:
+                    client = own = Client(scheduler, timeout="20s")
+                except (OSError, TimeoutError) as err:
+                    raise InputError(f"--scheduler: cannot reach {scheduler!r} ({err})") from None
+            else:
+                os.environ["PYTHONPATH"] = _pythonpath_with_this_jaxcert()  # inherited by the worker processes
+                cluster = LocalCluster(n_workers=int(workers or 1), threads_per_worker=1, processes=True,
+                                       dashboard_address=None)
+                client = own = Client(cluster)
+        futures = {client.submit(certify_entry, e, settings, pure=False, key=f"jaxcert-board-{e.name}-{k}"): k
+                   for k, e in enumerate(entries)}
+        out: dict[int, dict[str, Any]] = {}
+        try:
+            for fut in as_completed(futures):
+                k = futures[fut]
+                try:
+                    out[k] = fut.result()
+                except Exception as err:  # noqa: BLE001 - a worker that died (memory, signal): the model's row
+                    out[k] = _fail(entries[k], "worker", f"{type(err).__name__}: {err}", time.perf_counter())
+                on_model(out[k])
+        except BaseException:
+            client.cancel(list(futures))
+            raise
+        return [out[k] for k in range(len(entries))]
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+        if own is not None:
+            own.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def run_board(models: str | Sequence[str | BoardEntry], elements: str | Sequence[str], out: str | os.PathLike,
+              probes: str | Sequence[str] = "all", seed: int = 0, dtype: str = "float64", agg: str = "geometric",
+              throughput: bool = True, workers: int | None = None, scheduler: str | None = None,
+              client: Any = None, on_model: Callable[[dict[str, Any]], None] | None = None) -> BoardResult:
+    """Certify every model into ``out/<name>.json`` (resumable), then write ``out/board.json`` and
+    ``out/index.html`` (module docstring; docs/board.md).
+
+    Args:
+      models: comma-separated specs, a ``.toml`` file, or a list of specs / :class:`BoardEntry`.
+      elements: element symbols (list or comma-separated); every model is certified on all of them (elements
+        a model has no parameters for are recorded as unsupported).
+      out: the board's folder (created if missing).
+      probes, seed, agg: as :func:`jaxcert.certify`.
+      dtype: "float64" (enables JAX's x64 mode) or "float32".
+      throughput: measure each model's throughput (:mod:`jaxcert.probes.throughput`) into its report.
+      workers: run the models on a local dask cluster of this many single-threaded worker processes.
+      scheduler: the address of an existing dask scheduler (``tcp://host:8786``) instead.
+      client: an existing ``distributed.Client`` (overrides both; not closed here).
+      on_model: called in this process with each model's status as it finishes (a progress display; an
+        exception raised there stops the board, and a rerun resumes it).
+
+    Raises:
+      InputError: bad models, elements, probes, seed, dtype, workers or output folder (before anything runs).
+    """
+    import jax
+
+    from jaxcert.probes.suite import resolve_probes
+
+    entries = parse_models(models)
+    els = inputs.elements("--elements", elements)
+    names = resolve_probes("all" if probes is None else probes, "--probes")
+    seed = inputs.seed("--seed", seed)
+    inputs.choice("--dtype", dtype, ("float64", "float32"))
+    inputs.choice("--agg", agg, ("arithmetic", "geometric", "harmonic"))
+    if workers is not None:
+        workers = inputs.integer("--workers", workers, minimum=1)
+    if workers is not None and scheduler:
+        raise InputError("--workers: give either --workers N (a local cluster) or --scheduler ADDRESS, not both")
+    folder = os.path.abspath(os.fspath(out))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"--out: {out}: cannot create the folder ({err.strerror or type(err).__name__})") from None
+    if not os.access(folder, os.W_OK):
+        raise InputError(f"--out: {out}: not writable")
+    if dtype == "float64":
+        jax.config.update("jax_enable_x64", True)
+    cache = jax.config.jax_compilation_cache_dir
+    settings = {"elements": els, "probes": names, "seed": seed, "dtype": dtype, "agg": agg, "out": folder,
+                "throughput": bool(throughput), "x64": bool(jax.config.jax_enable_x64),
+                "cache": os.path.dirname(cache) if cache else None}
+    report = on_model if on_model is not None else (lambda status: None)
+    if workers is None and scheduler is None and client is None:
+        statuses = []
+        for e in entries:
+            statuses.append(certify_entry(e, settings))
+            report(statuses[-1])
+    else:
+        statuses = _run_dask(entries, settings, workers, scheduler, client, report)
+    board = write_board(folder, entries, statuses, settings)
+    return BoardResult(board=board, models=statuses, json_path=os.path.join(folder, BOARD_JSON),
+                       html_path=os.path.join(folder, BOARD_HTML))
+
+
+def write_board(folder: str, entries: Sequence[BoardEntry], statuses: Sequence[dict[str, Any]],
+                settings: dict[str, Any]) -> dict[str, Any]:
+    """Build the board of the models that have a complete report (in the given order), add ``failed``,
+    ``settings`` and each row's ``card`` and ``throughput``, and write ``board.json`` and ``index.html``."""
+    from jaxcert.checkpoint import write_json
+    from jaxcert.report.compare import BOARD_SCHEMA, board_html, build_board, load
+
+    ok = [s for s in statuses if s["status"] != "failed"]
+    sources = []
+    failed = [{k: s[k] for k in ("name", "spec", "defects", "stage", "reason")} for s in statuses
+              if s["status"] == "failed"]
+    for s in ok:
+        try:
+            sources.append(load(s["file"]))
+        except InputError as err:  # cannot happen for a file this run wrote; reported, not fatal
+            failed.append({"name": s["name"], "spec": s["spec"], "defects": s["defects"], "stage": "board",
+                           "reason": str(err)})
+    if sources:
+        board = build_board(sources)
+    else:
+        board = {"schema": BOARD_SCHEMA, "kind": "report", "align": "strict", "columns": list(settings["probes"]),
+                 "elements": list(settings["elements"]), "dropped": [], "notes": [], "version_keys": [],
+                 "explanations": {}, "rows": []}
+    by_file = {src.path: src.data for src in sources}
+    for row in board["rows"]:
+        doc = by_file.get(row["file"], {})
+        row["card"] = doc.get("card")
+        row["throughput"] = doc.get("throughput")
+        row["file"] = os.path.basename(row["file"])  # the board travels with its folder
+    board["failed"] = failed
+    board["settings"] = {k: settings[k] for k in ("elements", "probes", "seed", "dtype", "agg", "throughput")}
+    write_json(board, os.path.join(folder, BOARD_JSON))
+    page = _page(board, board_html(board) if board["rows"] else None)
+    tmp = os.path.join(folder, f".{BOARD_HTML}.tmp{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(page)
+    os.replace(tmp, os.path.join(folder, BOARD_HTML))
+    return board
+
+
+# ------------------------------------------------------------------------------------------------ the page
+def _e(x: Any) -> str:
+    return html.escape(str(x))
+
+
+def _rate(x: Any, unit: str) -> str:
+    return "—" if not isinstance(x, (int, float)) else f"{x:.3g} {unit}"
+
+
+def _card_html(row: dict[str, Any]) -> str:
+    """A model's card and throughput as a small definition table (its drill-down and the cards section)."""
+    c = row.get("card") or {}
+    t = row.get("throughput") or {}
+    md = t.get("md") or {}
+    suite = t.get("suite") or {}
+    files = "; ".join(f"{f['role']} {f['path']} ({f['bytes']} B) sha256 {f['sha256']}" for f in c.get("files") or [])
+    items = [
+        ("parameters", c.get("parameters") if c.get("parameters") is not None else
+         f"— ({c.get('parameters_counted_as', 'not recorded')})"),
+        ("cutoff (Å)", c.get("cutoff_A")), ("species", ", ".join(c["species"]) if c.get("species") else "any"),
+        ("precision", c.get("precision")), ("run dtype", c.get("dtype")),
+        ("packages", ", ".join(f"{k} {v}" for k, v in (c.get("packages") or {}).items())),
+        ("checkpoint", c.get("checkpoint")), ("files", files or None), ("stated sha256", c.get("stated_sha256")),
+        ("training data", c.get("training_data") or "not stated by the model's package"),
+        ("source", c.get("source")), ("device", c.get("device") or t.get("device")),
+        ("suite throughput", _rate(suite.get("evals_per_s"), "evaluations/s")),
+        ("MD throughput", _rate(md.get("atom_steps_per_s"), "atom·steps/s") +
+         (f" ({md.get('n_atoms')} {md.get('element')} atoms, {md.get('n_steps')} steps)" if md.get("n_atoms") else "")
+         + (f" — {md['error']}" if md.get("error") else "")),
+    ]
+    body = "".join(f"<tr><th>{_e(k)}</th><td style='text-align:left'>{_e(v)}</td></tr>" for k, v in items
+                   if v is not None)
+    return f"<table class=card><caption>model card</caption>{body}</table>"
+
+
+def _cards_section(board: dict[str, Any]) -> str:
+    """Throughput and model cards of every row: one table, one row per model."""
+    head = ("<tr><th>model</th><th>evaluations/s (suite)</th><th>atom·steps/s (NVE)</th><th>MD cell</th>"
+            "<th>device</th><th>parameters</th><th>cutoff (Å)</th><th>precision</th><th>training data</th></tr>")
+    rows = []
+    for r in board["rows"]:
+        c, t = r.get("card") or {}, r.get("throughput") or {}
+        md, suite = t.get("md") or {}, t.get("suite") or {}
+        cell = f"{md['n_atoms']} {md.get('element')}" if md.get("n_atoms") else "—"
+        rows.append(
+            f"<tr><td>{_e(r['label'])}</td><td>{_e(_rate(suite.get('evals_per_s'), ''))}</td>"
+            f"<td>{_e(_rate(md.get('atom_steps_per_s'), ''))}</td><td>{_e(cell)}</td>"
+            f"<td style='text-align:left'>{_e(t.get('device') or c.get('device') or '—')}</td>"
+            f"<td>{_e(c.get('parameters') if c.get('parameters') is not None else '—')}</td>"
+            f"<td>{_e(c.get('cutoff_A', '—'))}</td><td>{_e(c.get('precision', '—'))}</td>"
+            f"<td style='text-align:left'>{_e(c.get('training_data') or 'not stated')}</td></tr>")
+    return ("<h2 id=throughput>Throughput and model cards</h2><p class=note>Suite: model evaluations per second "
+            "of the probes that ran (compilation included); NVE: atom·steps per second of velocity Verlet on about "
+            "100 atoms (docs/board.md). A model's full card is in its drill-down (▸).</p>"
+            f"<table id=cards>{head}{''.join(rows)}</table>")
+
+
+def _failed_section(board: dict[str, Any]) -> str:
+    if not board["failed"]:
+        return ""
+    items = "".join(f"<li><b>{_e(f['name'])}</b> (<code>{_e(f['spec'])}</code>, {_e(f['stage'])}): "
+                    f"{_e(f['reason'])}</li>" for f in board["failed"])
+    return (f"<h2 id=failed>Models that did not run ({len(board['failed'])})</h2><ul class=failed>{items}</ul>")
+
+
+def _page(board: dict[str, Any], page: str | None) -> str:
+    """``board_html``'s page plus the failed list, the cards section and each card in its row's drill-down.
+
+    The additions are spliced in at stable points of the page (before the per-probe sections, or before the
+    script); a drill-down that cannot be found leaves its card in the cards section only."""
+    extra = _failed_section(board) + (_cards_section(board) if board["rows"] else "")
+    if page is None:  # no model produced a report
+        return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>jaxcert board</title></head><body>"
+                "<h1>jaxcert board</h1><p>No model produced a report.</p>" + extra + "</body></html>")
+    for row in board["rows"]:
+        at = page.find(f"<p class=note>{_e(row['file'])} · seed")  # the row's drill-down (compare._report_drill)
+        if at >= 0:
+            page = page[:at] + _card_html(row) + page[at:]
+    for anchor in ("<h2>Per probe and element</h2>", "<h2 id=why>", "<script>"):
+        at = page.find(anchor)
+        if at >= 0:
+            return page[:at] + extra + page[at:]
+    return page.replace("</body>", extra + "</body>")
+
+
+def main_progress(status: dict[str, Any], k: int, n: int, stream: Any = sys.stderr) -> None:
+    """One line per finished model for a terminal or a log (used by ``jaxcert board``)."""
+    if status["status"] == "failed":
+        text = f"FAILED ({status['stage']}): {status['reason'][:200]}"
+    elif status["status"] == "kept":
+        text = "complete report kept (nothing recomputed)"
+    else:
+        text = (f"{len(status['computed'])} probes computed, {len(status['kept'])} kept, gates "
+                f"{'passed' if status['gates_ok'] else 'FAILED'}")
+    print(f"[{k}/{n}] {status['name']}: {text} ({status['wall_s']:.1f} s)", file=stream, flush=True)

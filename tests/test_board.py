@@ -1,0 +1,159 @@
+"""``jaxcert board`` (docs/board.md): many models on one board, resumable per model and per probe, on Dask,
+with model cards and throughput in every report.
+
+Two small models (lj, emt) on two elements and two cheap probes: the board works from an empty folder, a
+model that cannot load is a row with its reason, a rerun recomputes nothing finished (file mtimes and the
+per-model counters), a run stopped after its first model resumes from there, a file finished with fewer
+probes is completed probe by probe, and ``--workers 2`` (a local dask cluster) writes the same board as
+the serial run, apart from wall times and throughput.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jaxcert.board import BoardEntry, parse_models, run_board
+from jaxcert.core.inputs import InputError
+from jaxcert.report import schema as report_schema
+
+ELEMENTS = "Cu,Al"
+PROBES = "conservativeness,equivariance"
+ARGS = ["--elements", ELEMENTS, "--probes", PROBES]
+VOLATILE = ("wall_s", "wall_time_s", "machine", "throughput")
+
+
+def _stable(doc):
+    """The board without what differs between runs by the clock: wall times, the machine load, throughput."""
+    if isinstance(doc, dict):
+        return {k: _stable(v) for k, v in doc.items() if k not in VOLATILE}
+    if isinstance(doc, list):
+        return [_stable(v) for v in doc]
+    return doc
+
+
+def _read(path):
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory):
+    """lj, emt and a model that cannot load, serially, throughput measured (the CLI's default)."""
+    from jaxcert.cli import main
+
+    out = tmp_path_factory.mktemp("board") / "b"
+    code = main(["board", "--models", "lj,emt,nequix:/no/such/file.nqx", *ARGS, "--out", str(out)])
+    return out, code
+
+
+def test_board_from_an_empty_folder_with_cards_throughput_and_a_failed_row(serial, capsys):
+    out, code = serial
+    assert code == 1  # a model did not run
+    board = _read(out / "board.json")
+    assert [r["label"] for r in board["rows"]] == ["lj", "emt"]
+    assert board["columns"] == PROBES.split(",") and board["elements"] == ELEMENTS.split(",")
+    [failed] = board["failed"]
+    assert failed["spec"] == "nequix:/no/such/file.nqx" and failed["stage"] == "load"
+    assert "no Nequix checkpoint" in failed["reason"]
+    for row in board["rows"]:
+        card, rate = row["card"], row["throughput"]
+        assert card["parameters"] > 0 and card["device"] and card["dtype"] == "float64"
+        assert card["training_data"] is None  # analytic models state none; nothing is invented
+        assert rate["suite"]["evals_per_s"] > 0 and rate["suite"]["n_evals"] == row["n_evals"]
+        md = rate["md"]
+        assert md["element"] == "Cu" and 64 <= md["n_atoms"] <= 150 and md["atom_steps_per_s"] > 0
+        assert abs(md["energy_drift_eV_per_atom"]) < 1e-3  # a sane NVE run
+        report_schema.load(out / row["file"])  # every model file passes the reader's schema
+    assert board["rows"][1]["card"]["species"][:2] == ["H", "C"]  # emt's parameterised elements
+    page = (out / "index.html").read_text()
+    assert page.count("<table class=card>") == 2 and "id=failed" in page and "no Nequix checkpoint" in page
+    assert "Throughput and model cards" in page
+
+
+def test_rerun_recomputes_nothing_finished(serial):
+    out, _ = serial
+    files = [out / "lj.json", out / "emt.json"]
+    before = [f.stat().st_mtime_ns for f in files]
+    seen = []
+    res = run_board("lj,emt", ELEMENTS, out, probes=PROBES, on_model=seen.append)
+    assert [s["status"] for s in seen] == ["kept", "kept"] and all(s["computed"] == [] for s in seen)
+    assert [f.stat().st_mtime_ns for f in files] == before
+    assert res.failed == [] and res.gates_ok
+
+
+def test_workers_2_give_the_serial_board(serial, tmp_path):
+    pytest.importorskip("distributed")
+    out, _ = serial
+    res = run_board("lj,emt", ELEMENTS, tmp_path / "w", probes=PROBES, workers=2, throughput=False)
+    assert [s["status"] for s in res.models] == ["ok", "ok"]
+    a, b = _read(out / "board.json"), _read(tmp_path / "w" / "board.json")
+    a["failed"] = []
+    assert json.dumps(_stable(a), sort_keys=True) == json.dumps(_stable(b), sort_keys=True)
+    for name in ("lj", "emt"):  # the model files too, probe by probe
+        assert _stable(_read(out / f"{name}.json")) == _stable(_read(tmp_path / "w" / f"{name}.json"))
+
+
+def test_stopped_after_the_first_model_resumes_from_there_and_probes_resume(tmp_path):
+    """A TOML board (lj, and lj with a curl defect) stopped after its first model; the rerun keeps that model's
+    file untouched and runs only the second.  Then one more probe: each file is completed by that probe only."""
+    toml = tmp_path / "models.toml"
+    toml.write_text('[[models]]\nspec = "lj"\n\n[[models]]\nspec = "lj"\nname = "lj-curl"\ndefects = ["curl=1.0"]\n')
+    out = tmp_path / "b"
+
+    def stop(status):
+        raise KeyboardInterrupt("killed after the first model")
+
+    with pytest.raises(KeyboardInterrupt):
+        run_board(str(toml), "Si", out, probes="conservativeness", throughput=False, on_model=stop)
+    assert (out / "lj.json").exists() and not (out / "lj-curl.json").exists() and not (out / "board.json").exists()
+    mtime = (out / "lj.json").stat().st_mtime_ns
+    res = run_board(str(toml), "Si", out, probes="conservativeness", throughput=False)
+    assert [(s["name"], s["status"], s["computed"]) for s in res.models] == [
+        ("lj", "kept", []), ("lj-curl", "ok", ["conservativeness"])]
+    assert (out / "lj.json").stat().st_mtime_ns == mtime
+    assert not res.gates_ok  # the curl defect fails the conservativeness gate
+    res = run_board(str(toml), "Si", out, probes="conservativeness,equivariance", throughput=False)
+    assert [(s["kept"], s["computed"]) for s in res.models] == [(["conservativeness"], ["equivariance"])] * 2
+    assert [r["label"] for r in res.board["rows"]] == ["lj", "lj+curl(1)"]
+
+
+def test_exit_codes_and_bad_input(tmp_path, capsys):
+    from jaxcert.cli import main
+
+    assert main(["board", "--models", "lj,ejt", *ARGS, "--out", str(tmp_path / "x")]) == 2
+    assert "--models: unknown model 'ejt'" in capsys.readouterr().err
+    assert main(["board", "--models", "lj", *ARGS, "--out", str(tmp_path / "x"), "--workers", "0"]) == 2
+    assert "--workers" in capsys.readouterr().err
+    assert main(["board", "--models", "lj,lj", *ARGS, "--out", str(tmp_path / "x")]) == 2
+    assert "two models would write lj.json" in capsys.readouterr().err
+    bad = tmp_path / "m.toml"
+    bad.write_text('[[models]]\nspec = "lj"\nbatch = 3\n')
+    assert main(["board", "--models", str(bad), *ARGS, "--out", str(tmp_path / "x")]) == 2
+    assert "models[0]: unknown key 'batch'" in capsys.readouterr().err
+    assert not (tmp_path / "x" / "lj.json").exists()  # nothing ran
+
+
+def test_gate_exit_codes(tmp_path, capsys):
+    from jaxcert.cli import main
+
+    toml = tmp_path / "m.toml"
+    toml.write_text('[[models]]\nspec = "lj"\nname = "lj-curl"\ndefects = ["curl=1.0"]\n')
+    argv = ["board", "--models", str(toml), "--elements", "Si", "--probes", "conservativeness", "--out",
+            str(tmp_path / "b"), "--no-throughput"]
+    assert main(argv) == 1
+    assert "gates failed: lj-curl (exit 1)" in capsys.readouterr().err
+    assert main([*argv, "--no-fail-on-gate"]) == 0  # the finished file is kept; only the exit code changes
+    capsys.readouterr()
+    assert main([*argv, "--no-fail-on-gate", "--seed", "1"]) == 1  # the file is another run's: a failed row
+    [failed] = _read(tmp_path / "b" / "board.json")["failed"]
+    assert failed["stage"] == "resume" and "seed = 0, this run has 1" in failed["reason"]
+
+
+def test_model_names_and_specs():
+    assert [e.name for e in parse_models("lj, nequix:/w/nequix-mp-1.nqx@float32")] == [
+        "lj", "nequix_nequix-mp-1.nqx@float32"]
+    assert parse_models([BoardEntry("lj", "mine")])[0].name == "mine"
+    with pytest.raises(InputError, match="got no model"):
+        parse_models(" , ")
