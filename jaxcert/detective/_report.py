@@ -117,6 +117,24 @@ def _strength(c: Cell, obs: Observable | None, t: str) -> float:
     return c.signal.z if math.isfinite(c.signal.z) else c.values.get(t, -1e9)
 
 
+#: the figure's energy window: up to this multiple of the deepest well depth (at least 1 eV) above zero
+_WINDOW = 3.0
+
+
+def _window(series: list[tuple[str, Any, Any]]) -> list[tuple[str, Any, Any]]:
+    """The (label, x, y) series without the points of the short-range wall that would squash the well and the
+    tail into a flat line (y above max(1 eV, _WINDOW × the deepest well))."""
+    ys = [np.asarray(y, float) for _, _, y in series]
+    finite = [y[np.isfinite(y)] for y in ys]
+    depth = max((float(-y.min()) for y in finite if y.size), default=0.0)
+    cap = max(1.0, _WINDOW * max(depth, 0.0))
+    out = []
+    for (label, x, _), y in zip(series, ys, strict=True):
+        keep = np.isfinite(y) & (y <= cap)
+        out.append((label, np.asarray(x, float)[keep], y[keep]))
+    return out
+
+
 def _figure(p: Protocol, cells: Sequence[Cell], names: Sequence[str], scope: Mapping[str, Any],
             obs: Observable | None = None) -> str:
     from jaxcert.report import html as _html
@@ -128,11 +146,13 @@ def _figure(p: Protocol, cells: Sequence[Cell], names: Sequence[str], scope: Map
         return "<p><em>no data for a figure</em></p>"
     best = max(inside, key=lambda c: _strength(c, obs, t))
     if best.data.get("x"):
-        series = [(("target " if n == t else "") + n, best.data["x"], best.data["y"].get(n, []))
+        series = [("target" if n == t else n, best.data["x"], best.data["y"].get(n, []))
                   for n in names if best.data["y"].get(n)]
+        series = _window(series)
         title = f"{best.key}: {obs.description if obs is not None else p.observable}"
         svg = _html.line_plot(series, title[:90], best.data["xlabel"], best.data["ylabel"], width=640, height=360)
-        return svg
+        return svg + f"<p><small>target = {html.escape(t)}; energies above {_WINDOW:g} × the deepest well (at least " \
+                     "1 eV) are cut so the well and the tail stay readable under the short-range wall.</small></p>"
     if p.name == "adsorption":
         metals = sorted({c.region["metal"] for c in cells})
         ads = sorted({c.region["adsorbate"] for c in cells})

@@ -329,6 +329,13 @@ def _hull(sec: dict) -> str:
     return "".join(out)
 
 
+def _val(x: Any) -> str:
+    """One headline value with four significant digits; a small mapping as ``key: value`` pairs."""
+    if isinstance(x, dict):
+        return ", ".join(f"{_e(k)}: {_val(v)}" for k, v in x.items())
+    return _num(x, ".4g")
+
+
 def _headline_tables(h: dict[str, Any], models: Sequence[str]) -> str:
     """The headline as tables with four significant digits: one table of the per-model numbers (a column per
     quantity), one per nested quantity (rows × its keys), and one of the single numbers."""
@@ -345,16 +352,16 @@ def _headline_tables(h: dict[str, Any], models: Sequence[str]) -> str:
         elif v and all(isinstance(x, dict) for x in v.values()):
             cols = list(dict.fromkeys(c for x in v.values() for c in x))
             out.append(f"<h3>{_e(label)}</h3>" + _table([""] + [str(c).replace("_", " ") for c in cols],
-                                                         [[k] + [_num(x.get(c), ".4g") for c in cols]
+                                                         [[k] + [_val(x.get(c)) for c in cols]
                                                           for k, x in v.items()]))
         else:
-            out.append(f"<h3>{_e(label)}</h3>" + _table(["", "value"], [[k, _num(x, ".4g")] for k, x in v.items()]))
+            out.append(f"<h3>{_e(label)}</h3>" + _table(["", "value"], [[k, _val(x)] for k, x in v.items()]))
     if per_model:
         cols = list(dict.fromkeys(c for x in per_model.values() for c in x))
-        out.insert(0, _table(["model"] + cols, [[m] + [_num(x.get(c), ".4g") for c in cols]
+        out.insert(0, _table(["model"] + cols, [[m] + [_val(x.get(c)) for c in cols]
                                                 for m, x in per_model.items()]))
     if singles:
-        out.append(_table(["quantity", "value"], [[k, _num(x, ".4g")] for k, x in singles]))
+        out.append(_table(["quantity", "value"], [[k, _val(x)] for k, x in singles]))
     return "".join(out)
 
 
