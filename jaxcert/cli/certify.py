@@ -52,7 +52,7 @@ def cmd_certify(a: argparse.Namespace) -> int:
     try:
         report = certify(model, elements, probes=names, seed=seed, dtype=dtype, agg=a.agg, progress=progress,
                          skip_unsupported=a.skip_unsupported, finished=finished, on_probe=checkpoint,
-                         throughput=not a.no_throughput)
+                         throughput=a.throughput)
     finally:
         if progress is not None:
             progress.close()
@@ -121,8 +121,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--resume", action="store_true",
                    help="keep the probes already finished in --json FILE and run only the rest (the file is "
                    "rewritten atomically after every probe)")
-    c.add_argument("--no-throughput", action="store_true", help="do not measure throughput (evaluations/s of the "
-                   "suite and a short NVE run on ~100 atoms, in the report's 'throughput'; docs/board.md)")
+    c.add_argument("--throughput", action="store_true",
+                   help="also measure throughput: evaluations/s of the suite and a short NVE run on ~100 atoms, in the "
+                   "report's 'throughput' (docs/board.md; minutes for a large network on a CPU, so off unless asked; "
+                   "`jaxcert board` measures it by default)")
     no_fail(c)
     c.set_defaults(fn=cmd_certify)
 

@@ -89,7 +89,8 @@ def model_card(model: Model, dtype: Any = None) -> dict[str, Any]:
     }
     if stated is not None and str(stated).isdigit() and (bridged or int(stated) != card["parameters"]):
         card["parameters_stated"] = int(stated)
-    card["cutoff_A"] = "per composition" if callable(model.cutoff) else float(model.cutoff)
+    card["cutoff_A"] = ("per composition" if callable(model.cutoff) else
+                        None if model.cutoff is None else float(model.cutoff))
     card["species"] = _symbols(model.elements)
     card["precision"] = info.get("precision") or "follows the structures"
     card["dtype"] = None if dtype is None else str(np.dtype(dtype))

@@ -278,7 +278,10 @@ def certify(
     last = 0.0
 
     machine = device.machine()
-    the_card = model_card(model, dtype) if card else None
+    try:  # the card describes the model; it never stops a certification
+        the_card = model_card(model, dtype) if card else None
+    except Exception as err:  # noqa: BLE001 - e.g. a model attribute of a type the card does not expect
+        the_card = {"name": model.name, "error": f"{type(err).__name__}: {err}"[:300]}
 
     def partial_report(rates: dict[str, Any] | None = None):
         return Report.from_outcomes(model=model, elements=all_elements, seed=seed, dtype=str(dtype), agg=agg,

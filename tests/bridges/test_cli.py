@@ -49,10 +49,13 @@ def test_bad_spec_is_clear():
 
 
 def test_attack_on_an_ase_calculator(tmp_path):
-    """relax -> FGSM -> relax through the ASE bridge: FGSM moves every coordinate by exactly eps."""
+    """relax -> R+FGSM -> relax through the ASE bridge (fcc Cu is stationary by symmetry, so plain FGSM is refused:
+    its signs would be the calculator's round-off): the random sign step and the gradient step reach eps."""
     out = tmp_path / "a.json"
     assert main(["attack", "--model", "ase:ase.calculators.emt:EMT", "--structure", "Cu", "--attack", "fgsm",
-                 "--eps", "0.02", "--seed", "1", "--json", str(out)]) == 0
+                 "--eps", "0.02", "--seed", "1", "--json", str(out)]) == 2
+    assert main(["attack", "--model", "ase:ase.calculators.emt:EMT", "--structure", "Cu", "--attack", "fgsm",
+                 "--random-start", "--eps", "0.02", "--seed", "1", "--json", str(out)]) == 0
     run = json.loads(out.read_text())["runs"][0]
     assert run["converged_before"] and run["converged_after"]
     assert abs(run["immediate"]["linf_displacement"] - 0.02) < 1e-9
