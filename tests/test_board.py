@@ -17,20 +17,12 @@ import pytest
 from jaxcert.board import BoardEntry, parse_models, run_board
 from jaxcert.core.inputs import InputError
 from jaxcert.report import schema as report_schema
+from tests._stable import stable as _stable
 
 ELEMENTS = "Cu,Al"
 PROBES = "conservativeness,equivariance"
 ARGS = ["--elements", ELEMENTS, "--probes", PROBES]
-VOLATILE = ("wall_s", "wall_time_s", "machine", "throughput")
 
-
-def _stable(doc):
-    """The board without what differs between runs by the clock: wall times, the machine load, throughput."""
-    if isinstance(doc, dict):
-        return {k: _stable(v) for k, v in doc.items() if k not in VOLATILE}
-    if isinstance(doc, list):
-        return [_stable(v) for v in doc]
-    return doc
 
 
 def _read(path):

@@ -16,12 +16,12 @@ import time
 
 import pytest
 
+from tests._stable import stable as _stable
 from tests._tamper import DELETE, set_field
 
 #: two cheap probes, then one more: the killed process compiles its programs one at a time
 #: (JAXCERT_COMPILE_WORKERS=0), so a kill after the second checkpoint lands while the third compiles
 PROBES = "parity,equivariance,betti"
-VOLATILE = ("wall_s", "wall_time_s", "machine", "throughput")  # throughput: rates measured by the clock
 
 
 def _cmd(path, *extra):
@@ -32,14 +32,6 @@ def _cmd(path, *extra):
 def _env(**extra):
     return dict(os.environ, JAXCERT_CACHE_DIR="off", JAX_PLATFORMS="cpu", **extra)
 
-
-def _stable(doc):
-    """The report without what legitimately differs between runs: wall times and the machine load."""
-    if isinstance(doc, dict):
-        return {k: _stable(v) for k, v in doc.items() if k not in VOLATILE}
-    if isinstance(doc, list):
-        return [_stable(v) for v in doc]
-    return doc
 
 
 def _read(path):

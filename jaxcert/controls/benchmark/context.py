@@ -76,6 +76,19 @@ class Context:
         self.record["sections"][section]["models"][self.key(spec)] = run.to_dict()
         self.write()
 
+    def per_model(self, section: str, fields: dict[str, Any], run: Callable[[str], ModelRun]) -> SectionResult:
+        """Section ``section`` over every model of the config: a finished run the report already holds is kept
+        (``--resume``), any other is ``run(spec)`` and recorded as soon as it ends; the one loop of the
+        per-model sections (eos, elastic, prototypes)."""
+        runs: dict[str, ModelRun] = {}
+        for spec in self.cfg.models:
+            kept = self.kept(section, spec)
+            if kept is None:
+                kept = run(spec)
+                self.store(section, spec, kept)
+            runs[self.key(spec)] = kept
+        return SectionResult(section, Status.OK, fields, runs)
+
     def finish(self, result: SectionResult, wall_s: float) -> None:
         """Record a finished section (its status, fields, models and wall time) and rewrite the report."""
         self.record["sections"][result.name] = {**result.to_dict(), "section_wall_s": wall_s}

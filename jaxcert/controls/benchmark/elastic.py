@@ -67,14 +67,7 @@ def run(ctx: Context) -> SectionResult:
         "route_tolerance_GPa": ROUTE_TOL_GPA}
     ctx.begin(NAME, fields)
     dc = datasets.get("dcdft")
-    runs: dict[str, ModelRun] = {}
-    for spec in cfg.models:
-        kept = ctx.kept(NAME, spec)
-        if kept is None:
-            kept = _model(ctx, spec, dc, metals, lattice, K_exp, G_exp, strata)
-            ctx.store(NAME, spec, kept)
-        runs[ctx.key(spec)] = kept
-    return SectionResult(NAME, Status.OK, fields, runs)
+    return ctx.per_model(NAME, fields, lambda spec: _model(ctx, spec, dc, metals, lattice, K_exp, G_exp, strata))
 
 
 def _model(ctx: Context, spec: str, dc: Any, metals: list[str], lattice: dict[str, str], K_exp: np.ndarray,

@@ -57,14 +57,7 @@ def run(ctx: Context) -> SectionResult:
         "trims": {"delta_meV": DELTA_CUTOFF_MEV, "v0_rel": V0_CUTOFF, "b0_rel": B0_CUTOFF},
         "n_elements": len(symbols), "floor": floor}
     ctx.begin(NAME, fields)
-    runs: dict[str, ModelRun] = {}
-    for spec in cfg.models:
-        kept = ctx.kept(NAME, spec)
-        if kept is None:
-            kept = _model(ctx, spec, dc, symbols, idx, sym, has_exp, d_floor)
-            ctx.store(NAME, spec, kept)
-        runs[ctx.key(spec)] = kept
-    return SectionResult(NAME, Status.OK, fields, runs)
+    return ctx.per_model(NAME, fields, lambda spec: _model(ctx, spec, dc, symbols, idx, sym, has_exp, d_floor))
 
 
 def _model(ctx: Context, spec: str, dc: Any, symbols: list[str], idx: np.ndarray, sym: np.ndarray,

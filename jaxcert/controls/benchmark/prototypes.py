@@ -58,14 +58,7 @@ def run(ctx: Context) -> SectionResult:
                       f"<= {cfg.max_steps} steps",
         "symprec": SYMPREC, "n_prototypes": len(protos)}
     ctx.begin(NAME, fields)
-    runs: dict[str, ModelRun] = {}
-    for spec in cfg.models:
-        kept = ctx.kept(NAME, spec)
-        if kept is None:
-            kept = _model(ctx, spec, protos)
-            ctx.store(NAME, spec, kept)
-        runs[ctx.key(spec)] = kept
-    return SectionResult(NAME, Status.OK, fields, runs)
+    return ctx.per_model(NAME, fields, lambda spec: _model(ctx, spec, protos))
 
 
 def _model(ctx: Context, spec: str, protos: list[Any]) -> ModelRun:
