@@ -31,7 +31,7 @@ from typing import Any
 
 import jax
 
-__all__ = ["platform", "on_cpu", "machine"]
+__all__ = ["platform", "on_cpu", "machine", "device_name"]
 
 
 def platform() -> str:
@@ -69,3 +69,12 @@ def machine() -> dict[str, Any]:
     except OSError:
         pass
     return info
+
+
+def device_name() -> str:
+    """The device the models run on, in words: ``"cpu (AMD EPYC 9654, 2 cores)"``, ``"gpu (NVIDIA H200)"``."""
+    d = jax.devices()[0]
+    if d.platform == "cpu":
+        m = machine()
+        return f"cpu ({m.get('cpu_model') or m.get('processor') or 'unknown CPU'}, {m.get('cpu_count')} cores)"
+    return f"{d.platform} ({getattr(d, 'device_kind', str(d))})"

@@ -16,7 +16,7 @@ Every certification report carries it as ``"card"``:
 * ``training_data``: what the model's package states about its training set, quoted with where it says
   so (e.g. nequix's checkpoint config ``train_path``); ``None`` where the package states nothing: jaxcert
   never infers a training set from a model's name;
-* ``device``: where the report was computed (:func:`jaxcert.probes.throughput.device_name`).
+* ``device``: where the report was computed (:func:`jaxcert.core.device.device_name`).
 
 The values come from :class:`~jaxcert.core.model.Model` itself and its ``info`` metadata, which the
 adapters and registry models fill (``jaxcert/adapters/nequix.py``, ``jaxcert/models/sevennet.py``).
@@ -32,7 +32,9 @@ from typing import Any
 
 import jax
 import numpy as np
+from ase.data import chemical_symbols
 
+from jaxcert.core.device import device_name
 from jaxcert.core.model import Model
 
 __all__ = ["model_card", "file_sha256", "PACKAGES"]
@@ -68,15 +70,11 @@ def _version(dist: str) -> str:
 def _symbols(zs: Any) -> list[str] | None:
     if zs is None:
         return None
-    from ase.data import chemical_symbols
-
     return [chemical_symbols[int(z)] if isinstance(z, (int, np.integer)) else str(z) for z in zs]
 
 
 def model_card(model: Model, dtype: Any = None) -> dict[str, Any]:
     """The card of ``model`` for a run in ``dtype`` (module docstring); plain JSON types only."""
-    from jaxcert.probes.throughput import device_name
-
     info = dict(model.info)
     bridged = getattr(model.energy_fn, "backend", None) is not None
     leaves = [x for x in jax.tree_util.tree_leaves(model.params) if hasattr(x, "size")]

@@ -15,7 +15,7 @@ Two numbers go into every report that asks for them (``certify(..., throughput=T
   compilation and a warm-up of the same ``n_steps``), then once timed; atom·steps/s = n_atoms ·
   n_steps / timed wall time.  The published finite-difference board reports the same quantity.
 
-Both name the device they ran on (:func:`device_name`).  Wall-clock rates depend on what else the
+Both name the device they ran on (:func:`jaxcert.core.device.device_name`).  Wall-clock rates depend on what else the
 machine is doing: the machine's load average is in the report's ``machine`` object.
 """
 
@@ -28,11 +28,14 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxcert.core import device
+from jaxcert.core.device import device_name
 from jaxcert.core.model import Model
+from jaxcert.core.structure import Structure
+from jaxcert.optim.dynamics import maxwell_boltzmann, velocity_verlet
 from jaxcert.probes.base import NOT_RUN
+from jaxcert.probes.substrates import bulk_atoms
 
-__all__ = ["device_name", "suite_rate", "md_cell", "md_rate", "throughput", "MD_ATOMS", "MD_STEPS",
+__all__ = ["suite_rate", "md_cell", "md_rate", "throughput", "MD_ATOMS", "MD_STEPS",
            "MD_TIMESTEP_FS", "MD_TEMPERATURE_K"]
 
 #: About this many atoms in the MD cell (the published board's 100-atom cell).
@@ -41,15 +44,6 @@ MD_ATOMS = 100
 MD_STEPS = 50
 #: Time step (fs) and initial temperature (K) of the measured run.
 MD_TIMESTEP_FS, MD_TEMPERATURE_K = 1.0, 300.0
-
-
-def device_name() -> str:
-    """The device the models run on, in words: ``"cpu (AMD EPYC 9654, 2 cores)"``, ``"gpu (NVIDIA H200)"``."""
-    d = jax.devices()[0]
-    if d.platform == "cpu":
-        m = device.machine()
-        return f"cpu ({m.get('cpu_model') or m.get('processor') or 'unknown CPU'}, {m.get('cpu_count')} cores)"
-    return f"{d.platform} ({getattr(d, 'device_kind', str(d))})"
 
 
 def suite_rate(outcomes: Sequence[Any]) -> dict[str, Any]:
@@ -64,9 +58,6 @@ def suite_rate(outcomes: Sequence[Any]) -> dict[str, Any]:
 
 def md_cell(element: str, n_atoms: int = MD_ATOMS, dtype: Any = None) -> Any:
     """The periodic cell of about ``n_atoms`` atoms of ``element`` (module docstring) as a Structure."""
-    from jaxcert.core.structure import Structure
-    from jaxcert.probes.substrates import bulk_atoms
-
     atoms = bulk_atoms(element)
     r = max(1, int(round((n_atoms / len(atoms)) ** (1.0 / 3.0))))
     return Structure.from_ase(atoms.repeat(r), dtype=dtype)
@@ -82,8 +73,6 @@ def md_rate(model: Model, element: str, dtype: Any = None, n_atoms: int = MD_ATO
     atom, eV) tells whether the run was a sane NVE run.  Any failure is returned as ``{"error": message}``
     (a model that cannot run this cell still gets its report).
     """
-    from jaxcert.optim.dynamics import maxwell_boltzmann, velocity_verlet
-
     try:
         s = model.prepare(md_cell(element, n_atoms, dtype))
         v = maxwell_boltzmann(jax.random.key(seed), s, temperature_k)
