@@ -7,6 +7,7 @@ same attraction in every model is labelled a protocol artefact, not escalated.
 
 import json
 import os
+import re
 
 import ase.io
 import pytest
@@ -147,3 +148,14 @@ def test_the_html_report_is_a_page_not_preformatted_text(planted_run):
         pytest.skip(_browser.SKIP_REASON)
     r = _browser.run_in_browser(page, "")  # the prelude measures whether the page fits the window
     assert r["fits"], r
+
+
+def test_the_mechanism_probe_reads_forces_consistent_with_the_energy(planted_run):
+    """The planted model's forces are exact derivatives of its energy: the mechanism probe must say so.  Its
+    check stays below the wall height; over the steep short-range wall the scan's central differences reach
+    hundreds of eV/Å and used to be reported as a force-energy disagreement."""
+    _, out = planted_run
+    md = (out / "report.md").read_text()
+    m = re.search(r"⟨\|F·r̂ \+ dE/dR\|⟩ <= ([0-9.eE+-]+) eV/Å", md)
+    assert m is not None and float(m.group(1)) < 0.01, md[md.find("Mechanism probe"):][:300]
+    assert "Forces and energy disagree" not in md
