@@ -10,10 +10,10 @@ r"""A board of models: certify each model into ``OUT/<model>.json``, then write 
   every report has the same elements and the board can put them side by side;
 * a model that fails to load, whose file belongs to another run, or that crashes, becomes an entry of
   the board's ``"failed"`` list with its reason; the other models go on;
-* then ``OUT/board.json`` (:func:`jaxcert.report.compare.build_board` plus ``failed``, the settings, and
-  each row's ``card`` and ``throughput`` from its report) and ``OUT/index.html``
-  (:func:`jaxcert.report.compare.board_html` plus the failed list, a throughput and model-card table, and
-  each model's card in its drill-down).
+* then ``OUT/board.json`` (:func:`jaxcert.report.compare.build_board`, whose rows carry each report's
+  ``card``, ``throughput`` and rate columns, plus ``failed`` and the settings) and ``OUT/index.html``
+  (:func:`jaxcert.report.compare.board_html`, which shows the rate columns, the throughput and model-card
+  table and each card in its row's drill-down, plus the failed list).
 
 Parallel runs (``workers`` / ``scheduler`` / ``client``): one task per model on ``dask.distributed``
 (a ``LocalCluster`` of ``workers`` single-threaded processes, or an existing cluster), as the sweeps do
@@ -399,11 +399,7 @@ def write_board(folder: str, entries: Sequence[BoardEntry], statuses: Sequence[d
         board = {"schema": BOARD_SCHEMA, "kind": "report", "align": "strict", "columns": list(settings["probes"]),
                  "elements": list(settings["elements"]), "dropped": [], "notes": [], "version_keys": [],
                  "explanations": {}, "rows": []}
-    by_file = {src.path: src.data for src in sources}
-    for row in board["rows"]:
-        doc = by_file.get(row["file"], {})
-        row["card"] = doc.get("card")
-        row["throughput"] = doc.get("throughput")
+    for row in board["rows"]:  # card and throughput come with each row (compare.build_board)
         row["file"] = os.path.basename(row["file"])  # the board travels with its folder
     board["failed"] = failed
     board["settings"] = {k: settings[k] for k in ("elements", "probes", "seed", "dtype", "agg", "throughput")}
@@ -421,58 +417,6 @@ def _e(x: Any) -> str:
     return html.escape(str(x))
 
 
-def _rate(x: Any, unit: str) -> str:
-    return "—" if not isinstance(x, (int, float)) else f"{x:.3g} {unit}"
-
-
-def _card_html(row: dict[str, Any]) -> str:
-    """A model's card and throughput as a small definition table (its drill-down and the cards section)."""
-    c = row.get("card") or {}
-    t = row.get("throughput") or {}
-    md = t.get("md") or {}
-    suite = t.get("suite") or {}
-    files = "; ".join(f"{f['role']} {f['path']} ({f['bytes']} B) sha256 {f['sha256']}" for f in c.get("files") or [])
-    items = [
-        ("parameters", c.get("parameters") if c.get("parameters") is not None else
-         f"— ({c.get('parameters_counted_as', 'not recorded')})"),
-        ("cutoff (Å)", c.get("cutoff_A")), ("species", ", ".join(c["species"]) if c.get("species") else "any"),
-        ("precision", c.get("precision")), ("run dtype", c.get("dtype")),
-        ("packages", ", ".join(f"{k} {v}" for k, v in (c.get("packages") or {}).items())),
-        ("checkpoint", c.get("checkpoint")), ("files", files or None), ("stated sha256", c.get("stated_sha256")),
-        ("training data", c.get("training_data") or "not stated by the model's package"),
-        ("source", c.get("source")), ("device", c.get("device") or t.get("device")),
-        ("suite throughput", _rate(suite.get("evals_per_s"), "evaluations/s")),
-        ("MD throughput", _rate(md.get("atom_steps_per_s"), "atom·steps/s") +
-         (f" ({md.get('n_atoms')} {md.get('element')} atoms, {md.get('n_steps')} steps)" if md.get("n_atoms") else "")
-         + (f" — {md['error']}" if md.get("error") else "")),
-    ]
-    body = "".join(f"<tr><th>{_e(k)}</th><td style='text-align:left'>{_e(v)}</td></tr>" for k, v in items
-                   if v is not None)
-    return f"<table class=card><caption>model card</caption>{body}</table>"
-
-
-def _cards_section(board: dict[str, Any]) -> str:
-    """Throughput and model cards of every row: one table, one row per model."""
-    head = ("<tr><th>model</th><th>evaluations/s (suite)</th><th>atom·steps/s (NVE)</th><th>MD cell</th>"
-            "<th>device</th><th>parameters</th><th>cutoff (Å)</th><th>precision</th><th>training data</th></tr>")
-    rows = []
-    for r in board["rows"]:
-        c, t = r.get("card") or {}, r.get("throughput") or {}
-        md, suite = t.get("md") or {}, t.get("suite") or {}
-        cell = f"{md['n_atoms']} {md.get('element')}" if md.get("n_atoms") else "—"
-        rows.append(
-            f"<tr><td>{_e(r['label'])}</td><td>{_e(_rate(suite.get('evals_per_s'), ''))}</td>"
-            f"<td>{_e(_rate(md.get('atom_steps_per_s'), ''))}</td><td>{_e(cell)}</td>"
-            f"<td style='text-align:left'>{_e(t.get('device') or c.get('device') or '—')}</td>"
-            f"<td>{_e(c.get('parameters') if c.get('parameters') is not None else '—')}</td>"
-            f"<td>{_e(c.get('cutoff_A', '—'))}</td><td>{_e(c.get('precision', '—'))}</td>"
-            f"<td style='text-align:left'>{_e(c.get('training_data') or 'not stated')}</td></tr>")
-    return ("<h2 id=throughput>Throughput and model cards</h2><p class=note>Suite: model evaluations per second "
-            "of the probes that ran (compilation included); NVE: atom·steps per second of velocity Verlet on about "
-            "100 atoms (docs/board.md). A model's full card is in its drill-down (▸).</p>"
-            f"<table id=cards>{head}{''.join(rows)}</table>")
-
-
 def _failed_section(board: dict[str, Any]) -> str:
     if not board["failed"]:
         return ""
@@ -482,19 +426,15 @@ def _failed_section(board: dict[str, Any]) -> str:
 
 
 def _page(board: dict[str, Any], page: str | None) -> str:
-    """``board_html``'s page plus the failed list, the cards section and each card in its row's drill-down.
+    """``board_html``'s page plus the list of models that did not run.
 
-    The additions are spliced in at stable points of the page (before the per-probe sections, or before the
+    It is spliced in at a stable point of the page (before the cards or per-probe sections, or before the
     script); a drill-down that cannot be found leaves its card in the cards section only."""
-    extra = _failed_section(board) + (_cards_section(board) if board["rows"] else "")
+    extra = _failed_section(board)
     if page is None:  # no model produced a report
         return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>jaxcert board</title></head><body>"
                 "<h1>jaxcert board</h1><p>No model produced a report.</p>" + extra + "</body></html>")
-    for row in board["rows"]:
-        at = page.find(f"<p class=note>{_e(row['file'])} · seed")  # the row's drill-down (compare._report_drill)
-        if at >= 0:
-            page = page[:at] + _card_html(row) + page[at:]
-    for anchor in ("<h2>Per probe and element</h2>", "<h2 id=why>", "<script>"):
+    for anchor in ("<h2 id=throughput>", "<h2>Per probe and element</h2>", "<h2 id=why>", "<script>"):
         at = page.find(anchor)
         if at >= 0:
             return page[:at] + extra + page[at:]

@@ -149,3 +149,45 @@ def test_model_names_and_specs():
     assert parse_models([BoardEntry("lj", "mine")])[0].name == "mine"
     with pytest.raises(InputError, match="got no model"):
         parse_models(" , ")
+
+
+_PAGE_JS = r"""
+var f = document.getElementById('failed');
+R.failed = f ? f.nextElementSibling.innerText : null;
+R.card_rows = document.querySelectorAll('#cards tr').length - 1;
+var drills = document.querySelectorAll('#board tr.drill');
+R.cards_in_drills = Array.prototype.map.call(drills, function(d){
+  var c = d.querySelector('table.card'); return c ? c.innerText : null; });
+"""
+
+
+def test_board_page_in_a_browser(serial):
+    """The page ``jaxcert board`` writes, in headless Chromium at 1,400 px: it renders once, fits, sorts by
+    every control including the two throughput columns, opens a drill-down that holds the model card, and
+    lists the model that did not run."""
+    from jaxcert.report import compare
+    from tests import _browser
+    from tests.test_pages import _board_js, _check_board
+
+    if _browser.chromium() is None:
+        pytest.skip(_browser.SKIP_REASON)
+    out, _ = serial
+    res = run_board("lj,emt,nequix:/no/such/file.nqx", ELEMENTS, out, probes=PROBES)  # other tests rewrite it
+    assert [s["status"] for s in res.models] == ["kept", "kept", "failed"]
+    board = _read(out / "board.json")
+    page = (out / "index.html").read_text()
+    sorts = ["Overall", "Model", "conserv", "Atom·steps/s", "Evals/s"]
+    res = _browser.run_in_browser(page, _board_js(board, sorts) + _PAGE_JS)
+    _check_board(board, res)  # fits, title once, sorting, drill-down, sticky model column
+
+    def order(key, reverse=False):
+        return [r["label"] for r in compare.sort_rows(board, key, reverse)]
+
+    for head, key in (("Atom·steps/s", "atom_steps_per_s"), ("Evals/s", "evals_per_s")):
+        assert res["sorts"][head]["first"] == order(key) and res["sorts"][head]["second"] == order(key, True)
+        assert res["sorts"][head]["dirs"] == ["descending", "ascending"]
+    assert "nequix:/no/such/file.nqx" in res["failed"] and "no Nequix checkpoint" in res["failed"]
+    assert res["card_rows"] == 2
+    for row, card in zip(board["rows"], res["cards_in_drills"], strict=True):
+        assert card is not None and "model card" in card and str(row["card"]["parameters"]) in card
+        assert f"{row['atom_steps_per_s']:.3g} atom·steps/s" in card

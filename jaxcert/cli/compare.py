@@ -63,8 +63,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="strict (default): refuse different element/probe/structure sets; intersection: keep "
                    "the common ones and say what was dropped")
     c.add_argument("--sort", default=None, metavar="COLUMN",
-                   help="order rows by model, overall, gates, evals, wall, dtype, a probe name (lambda: mean, "
-                   "max, gate or a structure); scores highest first, costs and lambda lowest first")
+                   help="order rows by model, overall, gates, evals, wall, dtype, evals_per_s, atom_steps_per_s, "
+                   "a probe name (lambda: mean, max, gate or a structure); scores and rates highest first, costs "
+                   "and lambda lowest first")
     c.add_argument("--reverse", action="store_true", help="reverse the --sort order")
     c.add_argument("--layout", default="auto", choices=LAYOUTS,
                    help="terminal table: models as rows, probes as rows (models as columns), or auto (models "

@@ -249,7 +249,25 @@ def _report_row(s: Source, probes: list[str], elements: list[str], dropped_el: b
         "gates_passed": sum(bool(g) for g in gated), "gates_total": len(gated),
         "per_element_overall": per_el, "recomputed": recompute, "cells": cells,
         "machine": (d.get("machine") or {}).get("cpu_model") or (d.get("machine") or {}).get("processor"),
+        **_speed(d),
     }
+
+
+def _speed(d: dict[str, Any]) -> dict[str, Any]:
+    """A report's model card and throughput (``jaxcert certify --throughput``, ``jaxcert board``; None where the
+    report has none) and the two rates the board sorts by: model evaluations per second of the suite and
+    atom·steps per second of the NVE run (docs/board.md, "Throughput")."""
+    t = d.get("throughput") if isinstance(d.get("throughput"), dict) else {}
+    suite, md = t.get("suite") or {}, t.get("md") or {}
+    return {"card": d.get("card"), "throughput": d.get("throughput"),
+            "evals_per_s": suite.get("evals_per_s") if _finite(suite.get("evals_per_s")) else None,
+            "atom_steps_per_s": md.get("atom_steps_per_s") if _finite(md.get("atom_steps_per_s")) else None}
+
+
+def has_speed(board: dict[str, Any]) -> bool:
+    """Whether any row of a certification board carries a throughput (then the board shows the rate columns)."""
+    return board["kind"] == "report" and any(r.get("evals_per_s") is not None or r.get("atom_steps_per_s")
+                                             is not None for r in board["rows"])
 
 
 def _lambda_gate(d: dict[str, Any]) -> tuple[float | None, bool | None]:
@@ -390,7 +408,9 @@ def _fixed_keys(kind: str) -> dict[str, tuple[Any, bool]]:
     }
     if kind == "report":
         return {**common, "overall": (lambda r: r["overall"], True),
-                "gates": (lambda r: (r["gates_passed"] / r["gates_total"]) if r["gates_total"] else None, True)}
+                "gates": (lambda r: (r["gates_passed"] / r["gates_total"]) if r["gates_total"] else None, True),
+                "evals_per_s": (lambda r: r.get("evals_per_s"), True),
+                "atom_steps_per_s": (lambda r: r.get("atom_steps_per_s"), True)}
     return {**common, "mean": (lambda r: r["mean"], False), "max": (lambda r: r["max"], False),
             "gate": (lambda r: None if r["gate"] is None else int(r["gate"]), True)}
 
@@ -461,6 +481,8 @@ def _table_rows(board: dict[str, Any], rows: list[dict[str, Any]], labels: list[
             head = [r["label"], _num(r["mean"], ".2e"), _num(r["max"], ".2e"), _gate_text(r["gate"])]
             body = [_lambda_cell(r["cells"][c]) for c in board["columns"]]
         tail = [_num(r["n_evals"], "d"), _num(r["wall_time_s"], ".1f"), str(r["dtype"] or "—")]
+        if has_speed(board):
+            tail += [_num(r.get("evals_per_s"), ".3g"), _num(r.get("atom_steps_per_s"), ".3g")]
         out.append(head + body + tail + [str(r["versions"].get(k, "—")) for k in vkeys])
     return [labels] + out
 
@@ -470,7 +492,8 @@ def _header(board: dict[str, Any]) -> list[str]:
         head = ["Model", "Overall", "Gates"] + [short_name(c) for c in board["columns"]]
     else:
         head = ["Model", "λ mean", "λ max", "Gate"] + list(board["columns"])
-    return head + ["Evals", "Wall s", "dtype"] + list(board["version_keys"])
+    speed = ["Evals/s", "Atom·steps/s"] if has_speed(board) else []
+    return head + ["Evals", "Wall s", "dtype"] + speed + list(board["version_keys"])
 
 
 def _summary_line(board: dict[str, Any]) -> str:
@@ -732,6 +755,58 @@ def _lambda_drill(board: dict[str, Any], r: dict[str, Any]) -> str:
             "</table>")
 
 
+def _rate(x: Any, unit: str) -> str:
+    return "—" if not _finite(x) else f"{x:.3g} {unit}".rstrip()
+
+
+def card_html(row: dict[str, Any]) -> str:
+    """A row's model card and throughput as a small definition table (its drill-down; docs/board.md)."""
+    c = row.get("card") or {}
+    t = row.get("throughput") or {}
+    md = t.get("md") or {}
+    suite = t.get("suite") or {}
+    files = "; ".join(f"{f['role']} {f['path']} ({f['bytes']} B) sha256 {f['sha256']}" for f in c.get("files") or [])
+    items = [
+        ("parameters", c.get("parameters") if c.get("parameters") is not None else
+         f"— ({c.get('parameters_counted_as', 'not recorded')})"),
+        ("cutoff (Å)", c.get("cutoff_A")), ("species", ", ".join(c["species"]) if c.get("species") else "any"),
+        ("precision", c.get("precision")), ("run dtype", c.get("dtype")),
+        ("packages", ", ".join(f"{k} {v}" for k, v in (c.get("packages") or {}).items())),
+        ("checkpoint", c.get("checkpoint")), ("files", files or None), ("stated sha256", c.get("stated_sha256")),
+        ("training data", c.get("training_data") or "not stated by the model's package"),
+        ("source", c.get("source")), ("device", c.get("device") or t.get("device")),
+        ("suite throughput", _rate(suite.get("evals_per_s"), "evaluations/s")),
+        ("MD throughput", _rate(md.get("atom_steps_per_s"), "atom·steps/s") +
+         (f" ({md.get('n_atoms')} {md.get('element')} atoms, {md.get('n_steps')} steps)" if md.get("n_atoms") else "")
+         + (f" — {md['error']}" if md.get("error") else "")),
+    ]
+    body = "".join(f"<tr><th>{_e(k)}</th><td style='text-align:left'>{_e(v)}</td></tr>" for k, v in items
+                   if v is not None)
+    return f"<table class=card><caption>model card</caption>{body}</table>"
+
+
+def cards_section(rows: Sequence[dict[str, Any]]) -> str:
+    """Throughput and model cards of every row: one table, one row per model."""
+    head = ("<tr><th>model</th><th>evaluations/s (suite)</th><th>atom·steps/s (NVE)</th><th>MD cell</th>"
+            "<th>device</th><th>parameters</th><th>cutoff (Å)</th><th>precision</th><th>training data</th></tr>")
+    out = []
+    for r in rows:
+        c, t = r.get("card") or {}, r.get("throughput") or {}
+        md = t.get("md") or {}
+        cell = f"{md['n_atoms']} {md.get('element')}" if md.get("n_atoms") else "—"
+        out.append(
+            f"<tr><td>{_e(r['label'])}</td><td>{_e(_rate(r.get('evals_per_s'), ''))}</td>"
+            f"<td>{_e(_rate(r.get('atom_steps_per_s'), ''))}</td><td>{_e(cell)}</td>"
+            f"<td style='text-align:left'>{_e(t.get('device') or c.get('device') or '—')}</td>"
+            f"<td>{_e(c.get('parameters') if c.get('parameters') is not None else '—')}</td>"
+            f"<td>{_e(c.get('cutoff_A', '—'))}</td><td>{_e(c.get('precision', '—'))}</td>"
+            f"<td style='text-align:left'>{_e(c.get('training_data') or 'not stated')}</td></tr>")
+    return ("<h2 id=throughput>Throughput and model cards</h2><p class=note>Suite: model evaluations per second "
+            "of the probes that ran (compilation included); NVE: atom·steps per second of velocity Verlet on about "
+            "100 atoms (docs/board.md). A model's full card is in its drill-down (▸).</p>"
+            f"<div class=scroll><table id=cards>{head}{''.join(out)}</table></div>")
+
+
 def _probe_sections(board: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
     """One expandable section per probe, the only place its explanation is written out: the sentence, then a
     models × elements table (score, gate, defect ± stderr)."""
@@ -774,6 +849,11 @@ def board_html(board: dict[str, Any], sort: str | None = None, reverse: bool = F
                   _th("λ max", "num", "ascending", title=why), _th("Gate", "num", "descending")]
         heads += [_th(c, "num", "ascending", title=why) for c in board["columns"]]
     heads += [_th("Evals", "num", "ascending"), _th("Wall (s)", "num", "ascending"), _th("dtype", "text", "ascending")]
+    speed = has_speed(board)
+    if speed:
+        heads += [_th("Evals/s", "num", "descending", title="model evaluations per second of the suite "
+                      "(compilation included)"),
+                  _th("Atom·steps/s", "num", "descending", title="NVE velocity Verlet on about 100 atoms")]
     heads += [_th(k, "text", "ascending") for k in board["version_keys"]]
     ncol = len(heads)
     body = []
@@ -785,7 +865,7 @@ def board_html(board: dict[str, Any], sort: str | None = None, reverse: bool = F
             tds.append(f"<td data-v='{_v(r['overall'])}'>{_num(r['overall'], '.4f')}</td>")
             tds.append(f"<td data-v='{_v(frac)}'>{r['gates_passed']}/{r['gates_total']}</td>")
             tds += [_score_td(r["cells"][c]) for c in board["columns"]]
-            drill = _report_drill(board, r)
+            drill = _report_drill(board, r) + (card_html(r) if r.get("card") or r.get("throughput") else "")
         else:
             g = None if r["gate"] is None else int(r["gate"])
             tds.append(f"<td data-v='{_v(r['mean'])}'>{_num(r['mean'], '.2e')}</td>")
@@ -796,6 +876,9 @@ def board_html(board: dict[str, Any], sort: str | None = None, reverse: bool = F
         tds.append(f"<td data-v='{_v(r['n_evals'])}'>{_num(r['n_evals'], 'd')}</td>")
         tds.append(f"<td data-v='{_v(r['wall_time_s'])}'>{_num(r['wall_time_s'], '.1f')}</td>")
         tds.append(f"<td data-v='{_e(r['dtype'] or '')}'>{_e(r['dtype'] or '—')}</td>")
+        if speed:
+            tds += [f"<td data-v='{_v(r.get(k))}'>{_num(r.get(k), '.3g')}</td>"
+                    for k in ("evals_per_s", "atom_steps_per_s")]
         tds += [f"<td data-v='{_e(r['versions'].get(k, ''))}'>{_e(r['versions'].get(k, '—'))}</td>"
                 for k in board["version_keys"]]
         body.append(f"<tbody class=row><tr class=main>{''.join(tds)}</tr>"
@@ -827,6 +910,8 @@ def board_html(board: dict[str, Any], sort: str | None = None, reverse: bool = F
         colours,
     ]
     if kind == "report":
+        if any(r.get("card") or r.get("throughput") for r in rows):
+            parts.append(cards_section(rows))
         parts += _probe_sections(board, rows)
     else:  # no per-structure sections: the λ probe's sentence, once
         parts.append("<h2 id=why>What λ tests</h2><dl>" + "".join(
