@@ -9,6 +9,17 @@ memory.  The summary (found, rejected, artefacts, evaluations, wall time per tar
 
 Needs jaxcert-bridges (torch); run with ``JAXCERT_BRIDGE_PROCESS=1``.  Usage:
 ``python benchmarks/detective_real.py [--elements Sb,Mo,W,Cu,Ni,O] [--targets all|SPEC,...]``.
+
+Any other set of models: ``--models`` (the pool; each target's committee is the rest of it), ``--protocols``,
+``--molecules``, ``--dtype`` and ``--name`` (the summary ``benchmarks/results/NAME.json``, the report
+directories under ``benchmarks/results/NAME/``).  The search of issue 28 (native nequix-mp-1 against
+SevenNet-0 natively, nequix-oam-1 and CHGNet, over dimers and CO desorption)::
+
+  python benchmarks/detective_real.py --name detective_nequix --dtype float32 \
+      --models nequix:W/nequix-mp-1.nqx@float32,jax-sevennet:7net-0@float32,nequix:W/nequix-oam-1.nqx@float32,chgnet \
+      --targets nequix:W/nequix-mp-1.nqx@float32 --protocols dimers,desorption --elements Cu,Mo,W,Pt,C,O
+
+(``W`` the folder of the nequix checkpoints, ``../shared/weights/nequix``).
 """
 
 from __future__ import annotations
@@ -33,19 +44,26 @@ def main() -> None:
     ap.add_argument("--elements", default="Sb,Mo,W,Cu,Ni,O")
     ap.add_argument("--adsorbates", default="O")
     ap.add_argument("--targets", default="all")
+    ap.add_argument("--models", default=",".join(MODELS), help="the pool; a target's committee is the rest")
+    ap.add_argument("--protocols", default="dimers,adsorption")
+    ap.add_argument("--molecules", default="CO", help="molecules of the desorption scans")
+    ap.add_argument("--dtype", default="float64")
+    ap.add_argument("--name", default="detective_real", help="results/NAME.json and results/NAME/")
     args = ap.parse_args()
     load0 = os.getloadavg()
-    targets = MODELS if args.targets == "all" else tuple(args.targets.split(","))
+    pool = tuple(args.models.split(","))
+    targets = pool if args.targets == "all" else tuple(args.targets.split(","))
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAXCERT_BRIDGE_PROCESS": "1"}
-    summary: dict = {"elements": args.elements, "models": list(MODELS), "runs": {}}
+    summary: dict = {"elements": args.elements, "models": list(pool), "protocols": args.protocols,
+                     "molecules": args.molecules, "dtype": args.dtype, "runs": {}}
     for target in targets:
-        committee = [m for m in MODELS if m != target]
-        name = target.replace(":", "_")
-        out = ROOT / "detective_real" / f"{name}_target"
-        protocols = "dimers,adsorption"
+        committee = [m for m in pool if m != target]
+        name = "_".join(os.path.basename(p) for p in target.split(":"))
+        out = ROOT / args.name / f"{name}_target"
+        protocols = args.protocols
         cmd = [sys.executable, "-m", "jaxcert.cli", "investigate", "--target", target, "--committee",
                ",".join(committee), "--protocols", protocols, "--elements", args.elements, "--adsorbates",
-               args.adsorbates, "--out", str(out)]
+               args.adsorbates, "--molecules", args.molecules, "--dtype", args.dtype, "--out", str(out)]
         if (out / "evidence.jsonl").exists():
             cmd.append("--resume")
         t0 = time.perf_counter()
@@ -59,7 +77,7 @@ def main() -> None:
             "protocol_artefacts": esc.get("protocol_artefacts"), "n_evals": esc.get("n_evals"),
             "log_tail": proc.stdout.splitlines()[-12:], "report_dir": str(out.relative_to(ROOT.parent.parent))}
         print(f"{target}: rc {proc.returncode}, {wall:.0f} s, escalated {esc.get('escalated')}", flush=True)
-    finish(summary, load0, str(ROOT / "detective_real.json"), "the wall times are inflated")
+    finish(summary, load0, str(ROOT / f"{args.name}.json"), "the wall times are inflated")
 
 
 if __name__ == "__main__":
