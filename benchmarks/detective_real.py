@@ -64,6 +64,7 @@ def main() -> None:
         cmd = [sys.executable, "-m", "jaxcert.cli", "investigate", "--target", target, "--committee",
                ",".join(committee), "--protocols", protocols, "--elements", args.elements, "--adsorbates",
                args.adsorbates, "--molecules", args.molecules, "--dtype", args.dtype, "--out", str(out)]
+        out.parent.mkdir(parents=True, exist_ok=True)
         if (out / "evidence.jsonl").exists():
             cmd.append("--resume")
         t0 = time.perf_counter()
@@ -75,7 +76,8 @@ def main() -> None:
             "escalated": esc.get("escalated"), "hypothesis": esc.get("hypothesis"), "scope": esc.get("scope"),
             "type": esc.get("type"), "headline": esc.get("headline"), "rejected": esc.get("rejected"),
             "protocol_artefacts": esc.get("protocol_artefacts"), "n_evals": esc.get("n_evals"),
-            "log_tail": proc.stdout.splitlines()[-12:], "report_dir": str(out.relative_to(ROOT.parent.parent))}
+            "log_tail": proc.stdout.splitlines()[-12:], "stderr_tail": proc.stderr.splitlines()[-6:],
+            "report_dir": str(out.relative_to(ROOT.parent.parent))}
         print(f"{target}: rc {proc.returncode}, {wall:.0f} s, escalated {esc.get('escalated')}", flush=True)
     finish(summary, load0, str(ROOT / f"{args.name}.json"), "the wall times are inflated")
 
