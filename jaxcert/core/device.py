@@ -31,7 +31,7 @@ from typing import Any
 
 import jax
 
-__all__ = ["platform", "on_cpu", "machine", "device_name"]
+__all__ = ["platform", "on_cpu", "machine", "device_name", "available_bytes"]
 
 
 def platform() -> str:
@@ -45,6 +45,33 @@ def platform() -> str:
 def on_cpu() -> bool:
     """True when programs traced now are for XLA:CPU (the CPU-only workarounds apply)."""
     return platform() == "cpu"
+
+
+def available_bytes(dev: Any = None) -> int | None:
+    """Memory a new program can still allocate on ``dev`` (default: the first device), in bytes.
+
+    An accelerator reports it (``memory_stats()``: ``bytes_limit`` − ``bytes_in_use``); for the CPU it is the
+    kernel's estimate of memory available without swapping (``MemAvailable`` of ``/proc/meminfo``).
+    ``None`` where neither is known: then nothing is checked (:func:`jaxcert.probes.suite` chunks by the
+    model's ``max_batch`` only).
+    """
+    dev = dev if dev is not None else jax.devices()[0]
+    try:
+        stats = dev.memory_stats()
+    except Exception:  # noqa: BLE001 - a backend without memory statistics
+        stats = None
+    if stats and "bytes_limit" in stats:
+        return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+    if dev.platform != "cpu":
+        return None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
 
 
 def machine() -> dict[str, Any]:
