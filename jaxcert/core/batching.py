@@ -34,7 +34,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-__all__ = ["vmap", "jacfwd", "enclosing"]
+from jaxcert.core import device
+
+__all__ = ["vmap", "jacfwd", "enclosing", "ProgramTooLarge", "MEMORY_SHARE", "check_fits", "out_of_memory",
+           "compiled"]
 
 _state = threading.local()
 
@@ -118,3 +121,54 @@ def jacfwd(f: Callable[[jax.Array], jax.Array], max_batch: int | None = None) ->
         return jnp.moveaxis(cols, 0, -1).reshape(*cols.shape[1:], *x.shape) if out_ndim else cols.reshape(x.shape)
 
     return jac
+
+
+# ------------------------------------------------------------------ memory of one call (docs/architecture.md "Memory")
+#: the share of the available memory one call may plan to use (the rest is left for the host side)
+MEMORY_SHARE = 0.8
+
+
+class ProgramTooLarge(MemoryError):
+    """A compiled program needs more memory than the device has available (:func:`check_fits`)."""
+
+
+def check_fits(exe: Any) -> None:
+    """Refuse to run the compiled program ``exe`` when its buffers (arguments, outputs and temporaries, from
+    XLA's buffer assignment: ``exe.memory_analysis()``) exceed :data:`MEMORY_SHARE` of the memory available
+    now (:func:`jaxcert.core.device.available_bytes`).
+
+    The caller then evaluates fewer geometries per call (the suite and the detective's committee halve them),
+    so a large model on many geometries runs in smaller chunks instead of failing an allocation or, where the
+    kernel over-commits memory, being killed by it.  Nothing is checked where either number is unknown.
+
+    Raises:
+      ProgramTooLarge: with both numbers.
+    """
+    try:
+        m = exe.memory_analysis()
+        need = int(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes)
+    except Exception:  # noqa: BLE001 - an executable without memory statistics
+        return
+    free = device.available_bytes()
+    if free is not None and need > MEMORY_SHARE * free:
+        raise ProgramTooLarge(f"a call needs {need / 1e9:.2f} GB of memory and {free / 1e9:.2f} GB are available "
+                              f"(at most {MEMORY_SHARE:.0%} of it is used); evaluate fewer geometries at once "
+                              "or use a device with more memory")
+
+
+def out_of_memory(err: BaseException) -> bool:
+    """A call that did not fit: refused by :func:`check_fits`, or an allocation XLA could not make."""
+    return isinstance(err, ProgramTooLarge) or "RESOURCE_EXHAUSTED" in str(err)
+
+
+def compiled(cache: dict[Any, Any], fn: Any, *args: Any, **static: Any) -> Any:
+    """The compiled program of the jitted ``fn`` for the shapes and dtypes of ``args`` (and the values of its
+    static arguments ``static``), from ``cache`` or compiled once into it, after :func:`check_fits`.
+    Call it with ``args`` only."""
+    leaves, treedef = jax.tree_util.tree_flatten(args)
+    key = (fn, treedef, tuple((tuple(x.shape), str(x.dtype)) for x in leaves), tuple(sorted(static.items())))
+    exe = cache.get(key)
+    if exe is None:
+        exe = cache[key] = fn.lower(*args, **static).compile()
+    check_fits(exe)
+    return exe

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcert.core import batching
 from jaxcert.core.model import Model, UnsupportedElement, is_unsupported_structure
 from jaxcert.core.structure import Structure
 from jaxcert.optim import relax
@@ -46,11 +47,12 @@ def _is_host(model: Model) -> bool:
 
 
 def _chunk(model: Model, periodic: bool) -> int:
-    """Configurations per call: :data:`CHUNK` for JAX-native models; for bridged models
-    :data:`HOST_CHUNK_PERIODIC` periodic or :data:`HOST_CHUNK` isolated configurations (the bridge evaluates
-    every row of a batch, filler copies included, in one torch graph)."""
+    """Configurations per call: :data:`CHUNK` for JAX-native models (at most the model's ``max_batch``); for
+    bridged models :data:`HOST_CHUNK_PERIODIC` periodic or :data:`HOST_CHUNK` isolated configurations (the bridge
+    evaluates every row of a batch, filler copies included, in one torch graph).  A call that does not fit in
+    the memory available takes half as many (:meth:`Committee.energies_forces`)."""
     if not _is_host(model):
-        return CHUNK
+        return min(CHUNK, model.max_batch) if model.max_batch else CHUNK
     return HOST_CHUNK_PERIODIC if periodic else HOST_CHUNK
 
 
@@ -145,6 +147,10 @@ class Committee:
     batched: bool = True
     dtype: Any = None
     n_evals: int = 0
+    #: compiled programs (:func:`jaxcert.core.batching.compiled`) and, per (model, periodicity), the batch width
+    #: that fits in memory after a call did not
+    _exe: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
+    _cap: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.target, Model):
@@ -226,11 +232,18 @@ class Committee:
                 continue
             for idx in self._groups([prepared[i] for i in ok]).values():
                 idx = [ok[k] for k in idx]
-                step = _chunk(model, prepared[idx[0]].periodic)
-                for c0 in range(0, len(idx), step):
+                periodic = prepared[idx[0]].periodic
+                size = max(prepared[i].n_atoms for i in idx)
+                c0 = 0
+                while c0 < len(idx):
+                    step = self._step(mi, model, periodic)
                     part = idx[c0:c0 + step]
-                    size = max(prepared[i].n_atoms for i in idx)
-                    rows = self._bisect(model, [prepared[i] for i in part], size)
+                    try:
+                        rows = self._bisect(model, [prepared[i] for i in part], size, step)
+                    except Exception as err:  # noqa: BLE001
+                        self._shrink(mi, periodic, step, err)
+                        continue
+                    c0 += len(part)
                     self.n_evals += len(part)
                     for (e_k, f_k), i in zip(rows, part, strict=True):
                         E[mi, i] = e_k
@@ -238,14 +251,28 @@ class Committee:
                             F[mi][i] = f_k[np.asarray(prepared[i].mask)]
         return E, F
 
-    def _bisect(self, model: Model, part: list[Structure], size: int) -> list[tuple[float, np.ndarray | None]]:
+    def _step(self, mi: int, model: Model, periodic: bool) -> int:
+        """Configurations per call for model ``mi`` and a periodicity: :func:`_chunk`, or less after a call did
+        not fit in memory."""
+        return min(_chunk(model, bool(periodic)), self._cap.get((mi, periodic), CHUNK))
+
+    def _shrink(self, mi: int, periodic: bool, step: int, err: BaseException) -> None:
+        """After a failed call: halve the width of (model, periodicity) if it did not fit in memory
+        (:func:`jaxcert.core.batching.out_of_memory`), else raise ``err`` again."""
+        if step == 1 or not batching.out_of_memory(err):
+            raise err
+        self._cap[(mi, periodic)] = max(1, step // 2)
+
+    def _bisect(self, model: Model, part: list[Structure], size: int, step: int
+                ) -> list[tuple[float, np.ndarray | None]]:
         """(E, F) per structure from one padded batch; when the model refuses one geometry of the batch (e.g. a
         graph network on atoms beyond its cutoff), split the batch in halves until the refused ones are isolated
         (NaN), so the others keep their values.  Every call has the same width: one compiled program."""
-        fill = part + [part[-1]] * (_width(len(part), _chunk(model, part[0].periodic), model) - len(part))
+        fill = part + [part[-1]] * (_width(len(part), step, model) - len(part))
         try:
             with _quiet_callbacks():
-                e, f = _ef_batch(model, _stack(fill, size))
+                batch = _stack(fill, size)
+                e, f = batching.compiled(self._exe, _ef_batch, model, batch)(model, batch)
             e, f = np.asarray(e, np.float64), np.asarray(f, np.float64)
             return [(float(e[k]), f[k][: s.n_atoms]) for k, s in enumerate(part)]
         except Exception as err:  # noqa: BLE001
@@ -254,7 +281,7 @@ class Committee:
         if len(part) == 1:
             return [(float("nan"), None)]
         h = len(part) // 2
-        return self._bisect(model, part[:h], size) + self._bisect(model, part[h:], size)
+        return self._bisect(model, part[:h], size, step) + self._bisect(model, part[h:], size, step)
 
     def energies(self, structures: Sequence[Structure]) -> np.ndarray:
         """Energies (n_models, n) in eV (NaN where a model cannot evaluate a configuration)."""
@@ -277,23 +304,32 @@ class Committee:
             groups = self._groups([prepared[i] for i in ok]).values() if self.batched else [[k] for k in range(len(ok))]
             for idx in groups:
                 idx = [ok[k] for k in idx]
-                step = _chunk(model, prepared[idx[0]].periodic) if self.batched else 1
-                for c0 in range(0, len(idx), step):
+                periodic = prepared[idx[0]].periodic
+                size = max(prepared[i].n_atoms for i in idx)
+                c0 = 0
+                while c0 < len(idx):
+                    step = self._step(mi, model, periodic) if self.batched else 1
                     part = idx[c0:c0 + step]
                     fill = part + [part[-1]] * (_width(len(part), step, model) - len(part))
-                    size = max(prepared[i].n_atoms for i in idx)
                     batch = _stack([prepared[i] for i in fill], size)
                     mov = jnp.asarray(np.stack([np.pad(np.asarray(movable[i], np.float64), (0, size - len(movable[i])))
                                                 for i in fill]), batch.dtype)
                     try:
                         with _quiet_callbacks():
-                            out = _relax_batch(model, mov, batch, fmax=float(fmax), max_steps=int(max_steps))
+                            exe = batching.compiled(self._exe, _relax_batch, model, mov, batch, fmax=float(fmax),
+                                                    max_steps=int(max_steps))
+                            out = exe(model, mov, batch)
                         e, pos, steps, cv = (np.asarray(x) for x in out)
                     except Exception as err:  # noqa: BLE001
+                        if batching.out_of_memory(err):
+                            self._shrink(mi, periodic, step, err)
+                            continue
                         if not is_unsupported_structure(err):
                             raise
                         self.n_evals += len(part)
+                        c0 += len(part)
                         continue
+                    c0 += len(part)
                     self.n_evals += int(np.sum(steps[:len(part)])) + len(part)
                     for k, i in enumerate(part):
                         E[mi, i] = float(e[k])

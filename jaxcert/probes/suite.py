@@ -622,7 +622,8 @@ def _answer(model: Model, requests: Any, memo: dict[Any, Any]) -> Any:
     Requests of a loop kind (relaxations, trajectories) with identical inputs are answered once per run
     (``memo``); a shared :class:`~jaxcert.probes.kinds.Fresh` answer is returned with ``fresh`` False, so its
     evaluations are charged to the probe that asked first (docs/probes.md §5).  A call that does not fit in
-    the memory available is retried with half as many items (:func:`_fit`; docs/architecture.md "Memory").
+    the memory available is retried with half as many items (:func:`jaxcert.core.batching.check_fits`;
+    docs/architecture.md "Memory").
     """
     def one(req):
         lead, n, flat = _flatten_items(req)
@@ -633,12 +634,12 @@ def _answer(model: Model, requests: Any, memo: dict[Any, Any]) -> Any:
         else:
             run = _kernel(model, req.kind, req.options)
             size = _chunk(model, req.kind, n)
-            while True:  # fewer geometries per call while a call does not fit in memory (_fit)
+            while True:  # fewer geometries per call while a call does not fit in memory (batching.check_fits)
                 try:
                     parts = [jax.tree.map(_host, _call(run, chunk)) for chunk in _padded_chunks(flat, n, size)]
                     break
                 except Exception as err:
-                    if size == 1 or not _out_of_memory(err):
+                    if size == 1 or not batching.out_of_memory(err):
                         raise
                     size = max(1, size // 2)
             out = parts[0] if len(parts) == 1 else jax.tree.map(lambda *xs: np.concatenate(xs), *parts)
@@ -697,48 +698,16 @@ def _executable(run, args: tuple):
 _FROM_STORE: dict[Any, str] = {}
 
 
-#: the share of the available memory one call may plan to use (the rest is left for the host side)
-MEMORY_SHARE = 0.8
-
-
-class ProgramTooLarge(MemoryError):
-    """A compiled program needs more memory than the device has available (:func:`_fit`)."""
-
-
-def _fit(exe) -> None:
-    """Refuse to run ``exe`` when its buffers (arguments, outputs and temporaries, from XLA's buffer
-    assignment: ``exe.memory_analysis()``) exceed :data:`MEMORY_SHARE` of the memory available now
-    (:func:`jaxcert.core.device.available_bytes`).  :func:`_answer` then halves the geometries per call, so a
-    large model on many elements runs in smaller chunks instead of failing an allocation (or, where the
-    kernel over-commits, being killed by it); one geometry that still does not fit is a probe error with
-    the two numbers.  Nothing is checked where either number is unknown."""
-    try:
-        m = exe.memory_analysis()
-        need = int(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes)
-    except Exception:  # noqa: BLE001 - an executable without memory statistics
-        return
-    free = device.available_bytes()
-    if free is not None and need > MEMORY_SHARE * free:
-        raise ProgramTooLarge(f"a call needs {need / 1e9:.2f} GB of memory and {free / 1e9:.2f} GB are available "
-                              f"(at most {MEMORY_SHARE:.0%} of it is used); evaluate fewer geometries at once "
-                              "or use a device with more memory")
-
-
-def _out_of_memory(err: BaseException) -> bool:
-    """A call that did not fit: refused by :func:`_fit`, or an allocation XLA could not make."""
-    return isinstance(err, ProgramTooLarge) or "RESOURCE_EXHAUSTED" in str(err)
-
-
 def _call(run, args: tuple):
     """Run the executable of ``run`` on ``args``; a stored executable that fails to run is dropped and recompiled."""
     exe = _executable(run, args)
-    _fit(exe)
+    batching.check_fits(exe)
     try:  # wait for the result here: a missing kernel is reported when the computation runs, not when dispatched
         return jax.block_until_ready(exe(*args))
     except Exception as err:
         key = (run, _signature(args))
         skey = _FROM_STORE.pop(key, None)
-        if skey is None or _out_of_memory(err):
+        if skey is None or batching.out_of_memory(err):
             raise
         cache.executable_store().discard(skey)
         with _EXECUTABLES_LOCK:

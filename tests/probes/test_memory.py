@@ -1,4 +1,4 @@
-"""Calls that do not fit in memory run in smaller chunks (jaxcert.probes.suite._fit, docs/architecture.md
+"""Calls that do not fit in memory run in smaller chunks (jaxcert.core.batching.check_fits, docs/architecture.md
 "Memory"): the answers are those of the unconstrained run, and one geometry that still does not fit is a
 probe error naming both numbers while the other probes go on.
 
@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 import jaxcert
-from jaxcert.core import device
-from jaxcert.probes import suite
+from jaxcert.core import batching, device
 
 ELEMENTS = ["Li", "Be", "B", "C", "Na"]  # five supercells: one chunk of eight when memory is ample
 PROBES = "representation,equivariance"
@@ -20,7 +19,7 @@ PROBES = "representation,equivariance"
 
 def _run(monkeypatch, free):
     needs, refused = [], []
-    real = suite._fit
+    real = batching.check_fits
 
     def spy(exe):
         m = exe.memory_analysis()
@@ -28,11 +27,11 @@ def _run(monkeypatch, free):
                          - m.alias_size_in_bytes))
         try:
             real(exe)
-        except suite.ProgramTooLarge:
+        except batching.ProgramTooLarge:
             refused.append(needs[-1])
             raise
 
-    monkeypatch.setattr(suite, "_fit", spy)
+    monkeypatch.setattr(batching, "check_fits", spy)
     monkeypatch.setattr(device, "available_bytes", lambda dev=None: free)
     rep = jaxcert.certify(jaxcert.models.get("lj"), ELEMENTS, probes=PROBES, dtype=jnp.float64)
     return rep, needs, refused
@@ -61,10 +60,10 @@ def test_unconstrained_run_refuses_nothing(ample):
 def test_a_call_that_does_not_fit_is_split_and_gives_the_same_answers(ample, monkeypatch):
     rep0, needs0, _ = ample
     largest = max(needs0)
-    free = int(largest / suite.MEMORY_SHARE * 0.99)  # the largest call no longer fits; halves of it do
+    free = int(largest / batching.MEMORY_SHARE * 0.99)  # the largest call no longer fits; halves of it do
     rep, needs, refused = _run(monkeypatch, free)
     assert refused and min(refused) >= largest * 0.99
-    assert max(n for n in needs if n not in refused) <= suite.MEMORY_SHARE * free
+    assert max(n for n in needs if n not in refused) <= batching.MEMORY_SHARE * free
     for name in PROBES.split(","):
         a, b = _per_element(rep0, name), _per_element(rep, name)
         assert [s for s, _ in a] == [s for s, _ in b] == ["ok"] * len(ELEMENTS)

@@ -1,0 +1,60 @@
+"""The committee under a memory shortage (docs/architecture.md "Memory"): a batch that does not fit is evaluated
+in halves, with the answers of the unconstrained batch; a single configuration that does not fit raises
+:class:`jaxcert.core.batching.ProgramTooLarge` with the numbers, never a crash inside XLA."""
+
+import numpy as np
+import pytest
+from ase.build import bulk
+
+from jaxcert.core import batching, device
+from jaxcert.core.structure import Structure
+from jaxcert.detective import Committee
+
+
+def _configs():
+    rng = np.random.default_rng(0)
+    out = []
+    for k in range(12):  # twelve rattled Cu cells: one chunk of 64 (padded) when memory is ample
+        a = bulk("Cu", "fcc", a=3.6, cubic=True).repeat((2, 2, 2))
+        a.positions += rng.normal(scale=0.05, size=a.positions.shape)
+        a.set_cell(a.cell * (1 + 0.01 * k), scale_atoms=True)
+        out.append(Structure.from_ase(a))
+    return out
+
+
+def _run(lj_models, monkeypatch, free):
+    needs, refused = [], []
+    real = batching.check_fits
+
+    def spy(exe):
+        m = exe.memory_analysis()
+        needs.append(int(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
+                         - m.alias_size_in_bytes))
+        try:
+            real(exe)
+        except batching.ProgramTooLarge:
+            refused.append(needs[-1])
+            raise
+
+    monkeypatch.setattr(batching, "check_fits", spy)
+    monkeypatch.setattr(device, "available_bytes", lambda dev=None: free)
+    c = Committee(lj_models["lj"], [lj_models["soft"]])
+    E, F = c.energies_forces(_configs())
+    return c, E, F, needs, refused
+
+
+def test_a_batch_that_does_not_fit_is_halved_with_the_same_answers(lj_models, monkeypatch):
+    _, E0, F0, needs, refused = _run(lj_models, monkeypatch, 1 << 50)
+    assert not refused and np.isfinite(E0).all()
+    free = int(max(needs) / batching.MEMORY_SHARE * 0.99)  # the full batch no longer fits
+    c, E, F, _, refused = _run(lj_models, monkeypatch, free)
+    assert refused and all(w < 64 for w in c._cap.values()) and c._cap
+    np.testing.assert_allclose(E, E0, rtol=1e-12)
+    for fm, fm0 in zip(F, F0, strict=True):
+        for f, f0 in zip(fm, fm0, strict=True):
+            np.testing.assert_allclose(f, f0, rtol=1e-10, atol=1e-12)
+
+
+def test_one_configuration_that_does_not_fit_is_a_clear_error(lj_models, monkeypatch):
+    with pytest.raises(batching.ProgramTooLarge, match="GB of memory"):
+        _run(lj_models, monkeypatch, 1000)
