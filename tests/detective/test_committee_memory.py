@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from ase.build import bulk
 
-from jaxcert.core import batching, device
+from jaxcert.core import batching
 from jaxcert.core.structure import Structure
 from jaxcert.detective import Committee
+from tests._memory import starve
 
 
 def _configs():
@@ -23,21 +24,7 @@ def _configs():
 
 
 def _run(lj_models, monkeypatch, free):
-    needs, refused = [], []
-    real = batching.check_fits
-
-    def spy(exe):
-        m = exe.memory_analysis()
-        needs.append(int(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
-                         - m.alias_size_in_bytes))
-        try:
-            real(exe)
-        except batching.ProgramTooLarge:
-            refused.append(needs[-1])
-            raise
-
-    monkeypatch.setattr(batching, "check_fits", spy)
-    monkeypatch.setattr(device, "available_bytes", lambda dev=None: free)
+    needs, refused = starve(monkeypatch, free)
     c = Committee(lj_models["lj"], [lj_models["soft"]])
     E, F = c.energies_forces(_configs())
     return c, E, F, needs, refused

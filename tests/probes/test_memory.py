@@ -11,28 +11,15 @@ import numpy as np
 import pytest
 
 import jaxcert
-from jaxcert.core import batching, device
+from jaxcert.core import batching
+from tests._memory import starve
 
 ELEMENTS = ["Li", "Be", "B", "C", "Na"]  # five supercells: one chunk of eight when memory is ample
 PROBES = "representation,equivariance"
 
 
 def _run(monkeypatch, free):
-    needs, refused = [], []
-    real = batching.check_fits
-
-    def spy(exe):
-        m = exe.memory_analysis()
-        needs.append(int(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
-                         - m.alias_size_in_bytes))
-        try:
-            real(exe)
-        except batching.ProgramTooLarge:
-            refused.append(needs[-1])
-            raise
-
-    monkeypatch.setattr(batching, "check_fits", spy)
-    monkeypatch.setattr(device, "available_bytes", lambda dev=None: free)
+    needs, refused = starve(monkeypatch, free)
     rep = jaxcert.certify(jaxcert.models.get("lj"), ELEMENTS, probes=PROBES, dtype=jnp.float64)
     return rep, needs, refused
 
