@@ -46,8 +46,16 @@ def _ours(path: pathlib.Path) -> dict:
     d = json.loads(path.read_text())
     return {p["name"]: {"score": p.get("score"), "defect": p.get("defect"), "gate": p.get("gate"),
                         "status": p.get("status"), "message": p.get("message")} for p in d["probes"]} | {
-        "_overall": d["aggregate"].get("overall"), "_dtype": d.get("dtype"), "_complete": d.get("complete", True),
+        "_overall": d["aggregate"].get("overall"), "_method": d["aggregate"].get("method"),
+        "_arithmetic": _mean([p.get("score") for p in d["probes"]]), "_dtype": d.get("dtype"), "_complete": d.get("complete", True),
         "_wall_s": d.get("wall_time_s"), "_elements": d.get("elements")}
+
+
+def _mean(xs: list) -> float | None:
+    """The arithmetic mean of the probe scores (a crashed probe counts as 0, as in both suites), the published
+    board's headline aggregate."""
+    xs = [0.0 if x is None else float(x) for x in xs]
+    return sum(xs) / len(xs) if xs else None
 
 
 def compare() -> dict:
@@ -67,8 +75,10 @@ def compare() -> dict:
             rows[probe] = {"ours": o, "published": {"score": score, "defect": theirs["defects"].get(probe),
                                                     "gate": theirs["gates"].get(probe)},
                            "diff": diff, "flagged": diff is not None and abs(diff) > FLAG}
-        out["models"][stem] = {"slug": slug, "ours_overall": ours["_overall"],
-                               "published_overall": theirs["overall"]["geometric"], "ours_dtype": ours["_dtype"],
+        out["models"][stem] = {"slug": slug, "ours_overall": ours["_overall"], "ours_overall_method": ours["_method"],
+                               "ours_arithmetic": ours["_arithmetic"],
+                               "published_overall": theirs["overall"]["geometric"],
+                               "published_arithmetic": theirs["overall"]["arithmetic"], "ours_dtype": ours["_dtype"],
                                "published_precision": theirs["precision"], "complete": ours["_complete"],
                                "probes": rows}
     return out
@@ -117,8 +127,9 @@ def main() -> None:
     if a.fd:
         out.setdefault("fd", {})[a.fd] = fd_run(a.fd, a.fd_probes.split(","), a.elements.split(","))
     for stem, m in out["models"].items():
-        print(f"\n{stem} (ours {m['ours_dtype']}, overall {m['ours_overall']:.4f}) vs {m['slug']} "
-              f"({m['published_precision']}, overall {m['published_overall']:.4f})")
+        print(f"\n{stem} (ours {m['ours_dtype']}, overall geometric {m['ours_overall']:.4f}, arithmetic "
+              f"{m['ours_arithmetic']:.4f}) vs {m['slug']} ({m['published_precision']}, geometric "
+              f"{m['published_overall']:.4f}, arithmetic {m['published_arithmetic']:.4f})")
         for probe, r in m["probes"].items():
             o, p = r["ours"], r["published"]
             mark = "  <-- |diff| > 0.05" if r["flagged"] else ""
