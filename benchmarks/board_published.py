@@ -47,8 +47,8 @@ def _ours(path: pathlib.Path) -> dict:
     return {p["name"]: {"score": p.get("score"), "defect": p.get("defect"), "gate": p.get("gate"),
                         "status": p.get("status"), "message": p.get("message")} for p in d["probes"]} | {
         "_overall": d["aggregate"].get("overall"), "_method": d["aggregate"].get("method"),
-        "_arithmetic": _mean([p.get("score") for p in d["probes"]]), "_dtype": d.get("dtype"), "_complete": d.get("complete", True),
-        "_wall_s": d.get("wall_time_s"), "_elements": d.get("elements")}
+        "_arithmetic": _mean([p.get("score") for p in d["probes"]]), "_dtype": d.get("dtype"),
+        "_complete": d.get("complete", True), "_wall_s": d.get("wall_time_s"), "_elements": d.get("elements")}
 
 
 def _mean(xs: list) -> float | None:
