@@ -137,6 +137,35 @@ def main() -> None:
             od = "—" if o["defect"] is None else f"{o['defect']:.3g}"
             print(f"  {probe:20s} ours {os_} (d {od}) | published {p['score']:.4f} (d {p['defect']:.3g}){mark}")
     finish(out, load0, str(BOARD / "vs_published.json"), "only the FD runs' wall times are affected")
+    print("\n" + markdown(out))
+
+
+def _cell(score: float | None, defect: float | None) -> str:
+    return "crash" if score is None else f"{score:.3f} ({'—' if defect is None else f'{defect:.2g}'})"
+
+
+def markdown(out: dict) -> str:
+    """The side-by-side tables of docs/board.md: per model, each probe's score (defect) here and published,
+    the difference, and the FD re-run where there is one."""
+    lines = []
+    for stem, m in out["models"].items():
+        fd = next((v for k, v in out.get("fd", {}).items() if stem.split("_", 1)[-1].split("@")[0] in k), None)
+        lines += [f"**{stem}** vs published `{m['slug']}` ({m['published_precision']}): arithmetic overall "
+                  f"{m['ours_arithmetic']:.3f} vs {m['published_arithmetic']:.3f}", "",
+                  "| probe | jaxcert, exact | published, FD | Δ score |" + (" jaxcert FD (float32) | jaxcert exact "
+                                                                           "(float32) |" if fd else ""),
+                  "|---|---|---|---|" + ("---|---|" if fd else "")]
+        for probe, r in m["probes"].items():
+            o, p = r["ours"], r["published"]
+            d = "—" if r["diff"] is None else f"{r['diff']:+.3f}" + (" **" if r["flagged"] else "")
+            row = f"| {probe} | {_cell(o['score'], o['defect'])} | {_cell(p['score'], p['defect'])} | {d} |"
+            if fd:
+                f, e = fd["fd"]["probes"].get(probe), fd["exact"]["probes"].get(probe)
+                row += f" {_cell(f['score'], f['defect']) if f else ''} |"
+                row += f" {_cell(e['score'], e['defect']) if e else ''} |"
+            lines.append(row)
+        lines.append("")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
