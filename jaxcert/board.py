@@ -212,7 +212,7 @@ def certify_entry(entry: BoardEntry, settings: dict[str, Any]) -> dict[str, Any]
         enable_compilation_cache(settings["cache"])
     import jax.numpy as jnp
 
-    from jaxcert.checkpoint import load_finished, write_report
+    from jaxcert.checkpoint import kept_md, load_finished, write_report
     from jaxcert.probes.suite import certify
     from jaxcert.specs import load_model
 
@@ -243,7 +243,7 @@ def certify_entry(entry: BoardEntry, settings: dict[str, Any]) -> dict[str, Any]
         report = certify(model, settings["elements"], probes=names, seed=settings["seed"], dtype=dtype,
                          agg=settings["agg"], skip_unsupported=True, finished=finished,
                          on_probe=lambda rep: write_report(rep, path, complete=False),
-                         throughput=settings["throughput"])
+                         throughput=settings["throughput"], md_kept=kept_md(path) if kept else None)
         write_report(report, path, complete=True)
     except Exception as err:  # noqa: BLE001 - a crash of one model is its row; the board goes on
         return _fail(entry, "certify", f"{type(err).__name__}: {str(err).strip()}", t0)

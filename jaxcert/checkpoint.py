@@ -106,6 +106,23 @@ def _outcome(p: dict[str, Any], elements: list[str], config: str | None) -> Prob
     )
 
 
+def kept_md(path: str | os.PathLike | None) -> dict[str, Any] | None:
+    """The NVE throughput measurement of an earlier run of the report at ``path`` (``throughput.md``), when it
+    was measured without error on this device (:func:`jaxcert.core.device.device_name`); else ``None``.
+    A resumed run passes it to :func:`jaxcert.certify` (``md_kept``) instead of measuring it again."""
+    from jaxcert.core.device import device_name
+
+    try:
+        with open(path, encoding="utf-8") as fh:  # type: ignore[arg-type]
+            rates = json.load(fh).get("throughput") or {}
+    except (OSError, TypeError, ValueError, AttributeError):
+        return None
+    md = rates.get("md") if isinstance(rates, dict) else None
+    if not isinstance(md, dict) or md.get("error") or rates.get("device") != device_name():
+        return None
+    return {k: v for k, v in md.items() if k != "kept"}
+
+
 def load_finished(path: str | os.PathLike, model: Any, elements: Sequence[str], seed: int, dtype: Any,
                   name: str = "--resume") -> list[ProbeOutcome]:
     """The finished probes of the report file at ``path`` (``[]`` if the file does not exist).

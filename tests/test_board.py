@@ -191,3 +191,21 @@ def test_board_page_in_a_browser(serial):
     for row, card in zip(board["rows"], res["cards_in_drills"], strict=True):
         assert card is not None and "model card" in card and str(row["card"]["parameters"]) in card
         assert f"{row['atom_steps_per_s']:.3g} atom·steps/s" in card
+
+
+def test_a_resumed_model_keeps_its_nve_measurement(serial, tmp_path):
+    """One more probe on a finished model: that probe is computed and the NVE rate measured before is kept
+    (marked), not measured again; the suite rate is recomputed over all probes."""
+    import shutil
+
+    out, _ = serial
+    b = tmp_path / "b"
+    b.mkdir()
+    shutil.copy(out / "lj.json", b / "lj.json")
+    before = _read(b / "lj.json")["throughput"]["md"]
+    res = run_board("lj", ELEMENTS, b, probes=PROBES + ",parity")
+    assert [(s["status"], s["computed"]) for s in res.models] == [("ok", ["parity"])]
+    rates = _read(b / "lj.json")["throughput"]
+    md = rates["md"]
+    assert md.pop("kept") is True and md == before
+    assert rates["suite"]["probes"] == [*PROBES.split(","), "parity"]

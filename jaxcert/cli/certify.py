@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from jaxcert._lam import LAMBDA_GATE, lam
-from jaxcert.checkpoint import load_finished, write_json, write_report
+from jaxcert.checkpoint import kept_md, load_finished, write_json, write_report
 from jaxcert.cli._common import load_model, model_args, set_dtype
 from jaxcert.core import inputs
 from jaxcert.probes.suite import certify, resolve_probes
@@ -52,7 +52,7 @@ def cmd_certify(a: argparse.Namespace) -> int:
     try:
         report = certify(model, elements, probes=names, seed=seed, dtype=dtype, agg=a.agg, progress=progress,
                          skip_unsupported=a.skip_unsupported, finished=finished, on_probe=checkpoint,
-                         throughput=a.throughput)
+                         throughput=a.throughput, md_kept=kept_md(a.json) if kept else None)
     finally:
         if progress is not None:
             progress.close()

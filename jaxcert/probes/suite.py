@@ -203,6 +203,7 @@ def certify(
     on_probe: Callable[[Any], None] | None = None,
     compile_workers: int | None = None,
     throughput: bool = False,
+    md_kept: dict[str, Any] | None = None,
     card: bool = True,
 ):
     """Run the certification suite and return a :class:`jaxcert.report.certification.Report`.
@@ -232,6 +233,9 @@ def certify(
         (:mod:`jaxcert.probes.throughput`: evaluations/s of the suite, atom·steps/s of a short NVE run on
         about 100 atoms of the first element; docs/board.md).  Off by default, to keep library calls and
         tests to the probes; the CLI's ``certify`` and ``board`` turn it on.
+      md_kept: with ``throughput``, an NVE measurement of this model on this device kept from an earlier run
+        of the same report (:func:`jaxcert.checkpoint.kept_md`), used instead of measuring it again; a resumed
+        run that recomputes one probe does not spend minutes re-running the MD of a large network.
       card: put the model card (:func:`jaxcert.probes.card.model_card`) in the report's ``"card"``.
 
     Raises:
@@ -366,7 +370,7 @@ def certify(
     if throughput:
         if progress is not None and getattr(progress, "phase", None) is not None:
             progress.phase("throughput")
-        rates = measure_throughput(model, elements, outcomes, dtype)
+        rates = measure_throughput(model, elements, outcomes, dtype, md=md_kept if md_kept else True)
     if progress is not None:
         progress("done", len(names), len(names), last)
     return partial_report(rates)

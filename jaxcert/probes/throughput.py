@@ -92,10 +92,14 @@ def md_rate(model: Model, element: str, dtype: Any = None, n_atoms: int = MD_ATO
 
 
 def throughput(model: Model, elements: Sequence[str], outcomes: Sequence[Any], dtype: Any = None,
-               md: bool = True) -> dict[str, Any]:
+               md: bool | dict[str, Any] = True) -> dict[str, Any]:
     """The report's ``"throughput"`` object: the device, :func:`suite_rate` of ``outcomes`` and, with ``md``,
-    :func:`md_rate` on the first of ``elements`` (the elements the model supports, in the run's order)."""
+    :func:`md_rate` on the first of ``elements`` (the elements the model supports, in the run's order).
+    ``md`` may be an earlier :func:`md_rate` result of this model on this device (a resumed report): it is
+    kept, marked ``"kept": true``, instead of measured again."""
     out: dict[str, Any] = {"device": device_name(), "suite": suite_rate(outcomes), "md": None}
-    if md and elements:
+    if isinstance(md, dict):
+        out["md"] = {**md, "kept": True}
+    elif md and elements:
         out["md"] = md_rate(model, elements[0], dtype)
     return out
