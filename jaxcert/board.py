@@ -33,6 +33,10 @@ Models are given as specs (``lj``, ``emt``, ``jax-sevennet:7net-0@float32``, ``n
     spec = "lj"
     name = "lj-curl"          # the file stem (default: made from the spec and the defects)
     defects = ["curl=1.0"]
+    [[models]]
+    spec = "lj"
+    name = "lj-float32"
+    dtype = "float32"         # the structures' dtype for this model (default: --dtype)
 """
 
 from __future__ import annotations
@@ -55,17 +59,19 @@ __all__ = ["BoardEntry", "BoardResult", "parse_models", "read_models_toml", "ent
 
 BOARD_JSON, BOARD_HTML = "board.json", "index.html"
 _SAFE = re.compile(r"[^A-Za-z0-9._@+=-]")
-_TOML_KEYS = ("spec", "name", "defects", "max_batch")
+_TOML_KEYS = ("spec", "name", "defects", "max_batch", "dtype")
 
 
 @dataclasses.dataclass(frozen=True)
 class BoardEntry:
-    """One model of a board: its spec, the file stem of its report, its defects and memory budget."""
+    """One model of a board: its spec, the file stem of its report, its defects, memory budget and the
+    structures' dtype when it is not the board's (``--dtype``)."""
 
     spec: str
     name: str
     defects: tuple[str, ...] = ()
     max_batch: str | int | None = None
+    dtype: str | None = None
 
 
 def entry_name(spec: str, defects: Sequence[str] = ()) -> str:
@@ -108,8 +114,8 @@ def _unique(entries: list[BoardEntry], where: str) -> list[BoardEntry]:
 
 def read_models_toml(path: str, where: str = "--models") -> list[BoardEntry]:
     """The models of a TOML file: a ``[[models]]`` table per model with ``spec`` (required), ``name``,
-    ``defects`` (a list of ``name=strength``) and ``max_batch`` (module docstring).  Any other key, a missing
-    spec or an unreadable file is an :class:`InputError` naming ``where``, the file and the entry."""
+    ``defects`` (a list of ``name=strength``), ``max_batch`` and ``dtype`` (module docstring).  Any other key,
+    a missing spec or an unreadable file is an :class:`InputError` naming ``where``, the file and the entry."""
     import tomllib
 
     try:
@@ -141,7 +147,10 @@ def read_models_toml(path: str, where: str = "--models") -> list[BoardEntry]:
         if mb is not None and not (isinstance(mb, int) and not isinstance(mb, bool) and mb >= 1) \
                 and str(mb).lower() != "none":
             raise InputError(f"{at}.max_batch: got {mb!r}; allowed: an integer >= 1 or \"none\"")
-        out.append(BoardEntry(spec=spec, name=name, defects=tuple(defects), max_batch=mb))
+        dt = r.get("dtype")
+        if dt is not None and dt not in ("float32", "float64"):
+            raise InputError(f"{at}.dtype: got {dt!r}; allowed: \"float32\" or \"float64\"")
+        out.append(BoardEntry(spec=spec, name=name, defects=tuple(defects), max_batch=mb, dtype=dt))
     return _unique(out, where)
 
 
@@ -216,7 +225,7 @@ def certify_entry(entry: BoardEntry, settings: dict[str, Any]) -> dict[str, Any]
     from jaxcert.probes.suite import certify
     from jaxcert.specs import load_model
 
-    dtype = jnp.float64 if settings["dtype"] == "float64" else jnp.float32
+    dtype = jnp.float64 if (entry.dtype or settings["dtype"]) == "float64" else jnp.float32
     path = os.path.join(settings["out"], f"{entry.name}.json")
     try:
         model = load_model(entry.spec, list(entry.defects), entry.max_batch)
@@ -357,7 +366,7 @@ def run_board(models: str | Sequence[str | BoardEntry], elements: str | Sequence
         raise InputError(f"--out: {out}: cannot create the folder ({err.strerror or type(err).__name__})") from None
     if not os.access(folder, os.W_OK):
         raise InputError(f"--out: {out}: not writable")
-    if dtype == "float64":
+    if dtype == "float64" or any(e.dtype == "float64" for e in entries):
         jax.config.update("jax_enable_x64", True)
     cache = jax.config.jax_compilation_cache_dir
     settings = {"elements": els, "probes": names, "seed": seed, "dtype": dtype, "agg": agg, "out": folder,

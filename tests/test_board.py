@@ -209,3 +209,18 @@ def test_a_resumed_model_keeps_its_nve_measurement(serial, tmp_path):
     md = rates["md"]
     assert md.pop("kept") is True and md == before
     assert rates["suite"]["probes"] == [*PROBES.split(","), "parity"]
+
+
+def test_a_toml_entry_with_its_own_dtype(tmp_path):
+    """``dtype`` in a TOML entry: that model runs on structures of that dtype, the others on --dtype; a bad
+    value is refused before anything runs."""
+    toml = tmp_path / "m.toml"
+    toml.write_text('[[models]]\nspec = "lj"\n\n[[models]]\nspec = "lj"\nname = "lj-float32"\ndtype = "float32"\n')
+    res = run_board(str(toml), "Si", tmp_path / "b", probes="equivariance", throughput=False)
+    assert [(r["label"], r["dtype"]) for r in res.board["rows"]] == [("lj [float64]", "float64"),
+                                                                      ("lj [float32]", "float32")]
+    assert any("precisions differ" in n for n in res.board["notes"])
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[models]]\nspec = "lj"\ndtype = "float16"\n')
+    with pytest.raises(InputError, match=r"models\[0\]\.dtype: got 'float16'"):
+        run_board(str(bad), "Si", tmp_path / "c", probes="equivariance", throughput=False)
