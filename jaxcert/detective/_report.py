@@ -77,8 +77,8 @@ import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", {x64})
 
-from jaxcert.specs import load_model  # noqa: E402
 from jaxcert.detective import Committee, headline, make_protocol  # noqa: E402
+from jaxcert.specs import load_model  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
