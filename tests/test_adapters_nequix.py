@@ -268,3 +268,14 @@ def test_importing_jaxcert_never_loads_nequix():
 def teardown_module():
     if MEASURED:
         print("\nnequix agreement (measured):\n" + json.dumps(MEASURED, indent=1))
+
+
+def test_a_checkpoint_has_one_identity_however_its_path_is_spelled(monkeypatch):
+    """A relative and an absolute path to the same file give the same model description, so a report made with
+    one resumes with the other (the board's TOML spells paths relative to the repository)."""
+    from jaxcert.cli._common import load_model
+
+    monkeypatch.chdir(WEIGHTS.parent)
+    a = dict(load_model(f"nequix:{CKPT}@float32").info)
+    b = dict(load_model("nequix:./nequix/../nequix/nequix-mp-1.nqx@float32").info)
+    assert a == b and a["checkpoint_file"] == str(CKPT.resolve())

@@ -195,10 +195,11 @@ def from_nequix(path: str | Any, dtype: str | None = None, *,
     fn, params, cutoff, elements = nequix_energy(module, config, dtype=dtype, capacity=capacity)
     stem = Path(path).name.removesuffix(".nqx")
     label = name or f"nequix:{stem}" + (f"@{dtype}" if dtype else "")
-    info = (("source", f"Nequix checkpoint {Path(path).expanduser()}"), ("adapter", "docs/adapters.md §4"),
+    where = Path(path).expanduser().resolve()  # one file, one identity, however its path is spelled (resume)
+    info = (("source", f"Nequix checkpoint {where}"), ("adapter", "docs/adapters.md §4"),
             ("capacity", str(capacity)), ("precision", dtype or "structure dtype"),
             ("parameters", str(sum(int(x.size) for x in jax.tree.leaves(params)))),
-            ("checkpoint", stem), ("checkpoint_file", str(Path(path).expanduser())))
+            ("checkpoint", stem), ("checkpoint_file", str(where)))
     if config.get("train_path"):  # what the checkpoint itself states about its training set (model card)
         info += (("training_data", f"nequix checkpoint config train_path: {config['train_path']}"),)
     return Model(energy_fn=fn, params=params, name=label, cutoff=cutoff, elements=elements, info=info,
