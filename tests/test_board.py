@@ -155,9 +155,10 @@ _PAGE_JS = r"""
 var f = document.getElementById('failed');
 R.failed = f ? f.nextElementSibling.innerText : null;
 R.card_rows = document.querySelectorAll('#cards tr').length - 1;
-var drills = document.querySelectorAll('#board tr.drill');
-R.cards_in_drills = Array.prototype.map.call(drills, function(d){
-  var c = d.querySelector('table.card'); return c ? c.innerText : null; });
+R.cards_in_drills = {};  // by the row's label: the header clicks above have reordered the rows
+Array.prototype.forEach.call(document.querySelectorAll('#board tbody.row'), function(tb){
+  var label = tb.querySelector('tr.main td').textContent.replace('\u25b8', '').replace('\u25be', '').trim();
+  var c = tb.querySelector('tr.drill table.card'); R.cards_in_drills[label] = c ? c.innerText : null; });
 """
 
 
@@ -188,7 +189,9 @@ def test_board_page_in_a_browser(serial):
         assert res["sorts"][head]["dirs"] == ["descending", "ascending"]
     assert "nequix:/no/such/file.nqx" in res["failed"] and "no Nequix checkpoint" in res["failed"]
     assert res["card_rows"] == 2
-    for row, card in zip(board["rows"], res["cards_in_drills"], strict=True):
+    assert sorted(res["cards_in_drills"]) == sorted(r["label"] for r in board["rows"])
+    for row in board["rows"]:
+        card = res["cards_in_drills"][row["label"]]
         assert card is not None and "model card" in card and str(row["card"]["parameters"]) in card
         assert f"{row['atom_steps_per_s']:.3g} atom·steps/s" in card
 
