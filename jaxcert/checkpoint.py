@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxcert.core.device import device_name
 from jaxcert.core.inputs import InputError
 from jaxcert.probes.base import PROBES
 from jaxcert.probes.suite import ProbeOutcome
@@ -110,8 +111,6 @@ def kept_md(path: str | os.PathLike | None) -> dict[str, Any] | None:
     """The NVE throughput measurement of an earlier run of the report at ``path`` (``throughput.md``), when it
     was measured without error on this device (:func:`jaxcert.core.device.device_name`); else ``None``.
     A resumed run passes it to :func:`jaxcert.certify` (``md_kept``) instead of measuring it again."""
-    from jaxcert.core.device import device_name
-
     try:
         with open(path, encoding="utf-8") as fh:  # type: ignore[arg-type]
             rates = json.load(fh).get("throughput") or {}

@@ -5,12 +5,6 @@
 from jaxcert.core import batching, device
 
 
-def need(exe) -> int:
-    """Bytes the compiled call ``exe`` needs, as :func:`jaxcert.core.batching.check_fits` counts them."""
-    m = exe.memory_analysis()
-    return int(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes)
-
-
 def starve(monkeypatch, free: int) -> tuple[list[int], list[int]]:
     """Make ``free`` bytes available; returns (needs of every checked call, needs of the refused ones), filled
     as calls are made."""
@@ -18,7 +12,7 @@ def starve(monkeypatch, free: int) -> tuple[list[int], list[int]]:
     real = batching.check_fits
 
     def spy(exe):
-        needs.append(need(exe))
+        needs.append(batching.needed_bytes(exe))
         try:
             real(exe)
         except batching.ProgramTooLarge:

@@ -36,8 +36,8 @@ import jax.numpy as jnp
 
 from jaxcert.core import device
 
-__all__ = ["vmap", "jacfwd", "enclosing", "ProgramTooLarge", "MEMORY_SHARE", "check_fits", "out_of_memory",
-           "compiled"]
+__all__ = ["vmap", "jacfwd", "enclosing", "ProgramTooLarge", "MEMORY_SHARE", "needed_bytes", "check_fits",
+           "out_of_memory", "compiled"]
 
 _state = threading.local()
 
@@ -132,6 +132,17 @@ class ProgramTooLarge(MemoryError):
     """A compiled program needs more memory than the device has available (:func:`check_fits`)."""
 
 
+def needed_bytes(exe: Any) -> int | None:
+    """Bytes the compiled program ``exe`` holds while it runs: arguments, outputs and temporaries, less the
+    outputs that alias arguments (XLA's buffer assignment, ``exe.memory_analysis()``); ``None`` where the
+    executable has no memory statistics."""
+    try:
+        m = exe.memory_analysis()
+        return int(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes)
+    except Exception:  # noqa: BLE001 - an executable without memory statistics
+        return None
+
+
 def check_fits(exe: Any) -> None:
     """Refuse to run the compiled program ``exe`` when its buffers (arguments, outputs and temporaries, from
     XLA's buffer assignment: ``exe.memory_analysis()``) exceed :data:`MEMORY_SHARE` of the memory available
@@ -144,12 +155,8 @@ def check_fits(exe: Any) -> None:
     Raises:
       ProgramTooLarge: with both numbers.
     """
-    try:
-        m = exe.memory_analysis()
-        need = int(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes)
-    except Exception:  # noqa: BLE001 - an executable without memory statistics
-        return
-    free = device.available_bytes()
+    need = needed_bytes(exe)
+    free = device.available_bytes() if need is not None else None
     if free is not None and need > MEMORY_SHARE * free:
         raise ProgramTooLarge(f"a call needs {need / 1e9:.2f} GB of memory and {free / 1e9:.2f} GB are available "
                               f"(at most {MEMORY_SHARE:.0%} of it is used); evaluate fewer geometries at once "
