@@ -168,3 +168,34 @@ def test_sweep_max_batch_bad_value_exits_2_naming_it(tmp_path, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("jaxcert: error: --max-batch: got"), err
+
+
+def test_in_chunks_covers_every_item_once_and_halves_only_what_does_not_fit():
+    calls = []
+
+    def call(lo, hi, width):
+        calls.append((lo, hi, width))
+        if width > 2 and lo >= 8:  # the later items are larger: four of them do not fit
+            raise batching.ProgramTooLarge("does not fit")
+        return list(range(lo, hi))
+
+    parts, width = batching.in_chunks(11, 4, call)
+    assert [i for p in parts for i in p] == list(range(11))
+    assert width == 2
+    assert calls == [(0, 4, 4), (4, 8, 4), (8, 11, 4), (8, 10, 2), (10, 11, 2)]  # finished chunks kept
+
+
+def test_in_chunks_raises_other_errors_and_what_does_not_fit_one_at_a_time():
+    def broken(lo, hi, width):
+        raise ValueError("a bug, not memory")
+
+    with pytest.raises(ValueError, match="a bug"):
+        batching.in_chunks(3, 2, broken)
+
+    def never_fits(lo, hi, width):
+        raise RuntimeError("RESOURCE_EXHAUSTED: out of memory")
+
+    with pytest.raises(RuntimeError, match="RESOURCE_EXHAUSTED"):
+        batching.in_chunks(3, 4, never_fits)
+    with pytest.raises(ValueError, match="width"):
+        batching.in_chunks(3, 0, never_fits)

@@ -29,15 +29,17 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
 
 from jaxcert.core import device
 
+T = TypeVar("T")
+
 __all__ = ["vmap", "jacfwd", "enclosing", "ProgramTooLarge", "MEMORY_SHARE", "needed_bytes", "check_fits",
-           "out_of_memory", "compiled"]
+           "out_of_memory", "compiled", "in_chunks"]
 
 _state = threading.local()
 
@@ -166,6 +168,34 @@ def check_fits(exe: Any) -> None:
 def out_of_memory(err: BaseException) -> bool:
     """A call that did not fit: refused by :func:`check_fits`, or an allocation XLA could not make."""
     return isinstance(err, ProgramTooLarge) or "RESOURCE_EXHAUSTED" in str(err)
+
+
+def in_chunks(n: int, width: int, call: Callable[[int, int, int], T]) -> tuple[list[T], int]:
+    """``call(lo, hi, width)`` on consecutive chunks ``[lo, hi)`` of ``range(n)`` with ``hi - lo <= width``:
+    the one loop that evaluates many items a chunk at a time in the memory available.
+
+    A chunk whose call did not fit (:func:`out_of_memory`) is tried again at half the width, down to one item;
+    the chunks already done are kept, and the later chunks use the smaller width.  ``call`` receives the
+    width so that it can pad its chunk to it (one compiled program per width).  Any other error is raised.
+
+    Returns:
+      (the results of the calls in order, the width the last call used).
+    """
+    if width < 1:
+        raise ValueError(f"width must be at least 1, got {width}")
+    out: list[T] = []
+    lo = 0
+    while lo < n:
+        hi = min(n, lo + width)
+        try:
+            out.append(call(lo, hi, width))
+        except Exception as err:
+            if width == 1 or not out_of_memory(err):
+                raise
+            width = max(1, width // 2)
+            continue
+        lo = hi
+    return out, width
 
 
 def compiled(cache: dict[Any, Any], fn: Any, *args: Any, **static: Any) -> Any:

@@ -234,34 +234,22 @@ class Committee:
                 idx = [ok[k] for k in idx]
                 periodic = prepared[idx[0]].periodic
                 size = max(prepared[i].n_atoms for i in idx)
-                c0 = 0
-                while c0 < len(idx):
-                    step = self._step(mi, model, periodic)
-                    part = idx[c0:c0 + step]
-                    try:
-                        rows = self._bisect(model, [prepared[i] for i in part], size, step)
-                    except Exception as err:  # noqa: BLE001
-                        self._shrink(mi, periodic, step, err)
-                        continue
-                    c0 += len(part)
-                    self.n_evals += len(part)
-                    for (e_k, f_k), i in zip(rows, part, strict=True):
-                        E[mi, i] = e_k
-                        if f_k is not None and np.isfinite(e_k):
-                            F[mi][i] = f_k[np.asarray(prepared[i].mask)]
+                rows = [prepared[i] for i in idx]
+                parts, self._cap[(mi, periodic)] = batching.in_chunks(
+                    len(idx), self._step(mi, model, periodic),
+                    lambda lo, hi, width, rows=rows, model=model, size=size: self._bisect(model, rows[lo:hi], size,
+                                                                                          width))
+                self.n_evals += len(idx)
+                for (e_k, f_k), i in zip((row for rows in parts for row in rows), idx, strict=True):
+                    E[mi, i] = e_k
+                    if f_k is not None and np.isfinite(e_k):
+                        F[mi][i] = f_k[np.asarray(prepared[i].mask)]
         return E, F
 
     def _step(self, mi: int, model: Model, periodic: bool) -> int:
         """Configurations per call for model ``mi`` and a periodicity: :func:`_chunk`, or less after a call did
         not fit in memory."""
         return min(_chunk(model, bool(periodic)), self._cap.get((mi, periodic), CHUNK))
-
-    def _shrink(self, mi: int, periodic: bool, step: int, err: BaseException) -> None:
-        """After a failed call: halve the width of (model, periodicity) if it did not fit in memory
-        (:func:`jaxcert.core.batching.out_of_memory`), else raise ``err`` again."""
-        if step == 1 or not batching.out_of_memory(err):
-            raise err
-        self._cap[(mi, periodic)] = max(1, step // 2)
 
     def _bisect(self, model: Model, part: list[Structure], size: int, step: int
                 ) -> list[tuple[float, np.ndarray | None]]:
@@ -306,33 +294,40 @@ class Committee:
                 idx = [ok[k] for k in idx]
                 periodic = prepared[idx[0]].periodic
                 size = max(prepared[i].n_atoms for i in idx)
-                c0 = 0
-                while c0 < len(idx):
-                    step = self._step(mi, model, periodic) if self.batched else 1
-                    part = idx[c0:c0 + step]
-                    fill = part + [part[-1]] * (_width(len(part), step, model) - len(part))
-                    batch = _stack([prepared[i] for i in fill], size)
-                    mov = jnp.asarray(np.stack([np.pad(np.asarray(movable[i], np.float64), (0, size - len(movable[i])))
-                                                for i in fill]), batch.dtype)
-                    try:
-                        with _quiet_callbacks():
-                            exe = batching.compiled(self._exe, _relax_batch, model, mov, batch, fmax=float(fmax),
-                                                    max_steps=int(max_steps))
-                            out = exe(model, mov, batch)
-                        e, pos, steps, cv = (np.asarray(x) for x in out)
-                    except Exception as err:  # noqa: BLE001
-                        if batching.out_of_memory(err):
-                            self._shrink(mi, periodic, step, err)
-                            continue
-                        if not is_unsupported_structure(err):
-                            raise
-                        self.n_evals += len(part)
-                        c0 += len(part)
+                call = functools.partial(self._relax_chunk, model, [prepared[i] for i in idx],
+                                         [movable[i] for i in idx], size, float(fmax), int(max_steps))
+                width = self._step(mi, model, periodic) if self.batched else 1
+                parts, width = batching.in_chunks(len(idx), width, call)
+                if self.batched:
+                    self._cap[(mi, periodic)] = width
+                for (lo, hi), out in parts:
+                    self.n_evals += hi - lo
+                    if out is None:
                         continue
-                    c0 += len(part)
-                    self.n_evals += int(np.sum(steps[:len(part)])) + len(part)
-                    for k, i in enumerate(part):
+                    e, pos, steps, cv = out
+                    self.n_evals += int(np.sum(steps[:hi - lo]))
+                    for k, i in enumerate(idx[lo:hi]):
                         E[mi, i] = float(e[k])
                         P[mi][i] = np.asarray(pos[k], np.float64)[: prepared[i].n_atoms][np.asarray(prepared[i].mask)]
                         conv[mi, i] = bool(cv[k])
         return E, P, conv
+
+    def _relax_chunk(self, model: Model, items: list[Structure], movable: list[np.ndarray], size: int, fmax: float,
+                     max_steps: int, lo: int, hi: int, width: int) -> tuple[tuple[int, int], tuple | None]:
+        """FIRE-relax ``items[lo:hi]`` in one batch padded to the width (:func:`_width`): ((lo, hi), (energies,
+        positions, steps, converged)), or ((lo, hi), None) where the model refuses a geometry of the chunk.
+        A chunk that does not fit in memory raises (:func:`jaxcert.core.batching.in_chunks` halves it)."""
+        part = list(range(lo, hi))
+        fill = part + [part[-1]] * (_width(len(part), width, model) - len(part))
+        batch = _stack([items[k] for k in fill], size)
+        mov = jnp.asarray(np.stack([np.pad(np.asarray(movable[k], np.float64), (0, size - len(movable[k])))
+                                    for k in fill]), batch.dtype)
+        try:
+            with _quiet_callbacks():
+                exe = batching.compiled(self._exe, _relax_batch, model, mov, batch, fmax=fmax, max_steps=max_steps)
+                out = exe(model, mov, batch)
+            return (lo, hi), tuple(np.asarray(x) for x in out)
+        except Exception as err:  # noqa: BLE001
+            if batching.out_of_memory(err) or not is_unsupported_structure(err):
+                raise
+            return (lo, hi), None  # refused by the model: NaN, one evaluation each

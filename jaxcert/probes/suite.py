@@ -601,13 +601,13 @@ def _flatten_items(req) -> tuple[tuple[int, ...], int, tuple]:
     return lead, n, flat
 
 
-def _padded_chunks(flat: tuple, n: int, size: int) -> list[tuple]:
-    """``flat`` cut into chunks of ``size`` items, the last padded by repeating the last item."""
-    n_chunks = -(-n // size)
-    if n_chunks == 1 and size == n:
-        return [flat]
-    idx = np.minimum(np.arange(n_chunks * size), n - 1)
-    return [jax.tree.map(lambda x, c=c: x[idx[c * size:(c + 1) * size]], flat) for c in range(n_chunks)]
+def _padded_chunk(flat: tuple, n: int, lo: int, width: int) -> tuple:
+    """Items ``lo .. lo + width`` of the ``n`` items of ``flat``, padded past the end by repeating the last
+    item (every chunk of a width has one shape: one compiled program)."""
+    if lo == 0 and width == n:
+        return flat
+    idx = np.minimum(np.arange(lo, lo + width), n - 1)
+    return jax.tree.map(lambda x: x[idx], flat)
 
 
 def _memo_key(req) -> tuple:
@@ -637,15 +637,8 @@ def _answer(model: Model, requests: Any, memo: dict[Any, Any]) -> Any:
                                else f, memo[mkey], is_leaf=lambda x: isinstance(x, kinds.Fresh))
         else:
             run = _kernel(model, req.kind, req.options)
-            size = _chunk(model, req.kind, n)
-            while True:  # fewer geometries per call while a call does not fit in memory (batching.check_fits)
-                try:
-                    parts = [jax.tree.map(_host, _call(run, chunk)) for chunk in _padded_chunks(flat, n, size)]
-                    break
-                except Exception as err:
-                    if size == 1 or not batching.out_of_memory(err):
-                        raise
-                    size = max(1, size // 2)
+            parts, _ = batching.in_chunks(n, _chunk(model, req.kind, n), lambda lo, hi, width: jax.tree.map(
+                _host, _call(run, _padded_chunk(flat, n, lo, width))))
             out = parts[0] if len(parts) == 1 else jax.tree.map(lambda *xs: np.concatenate(xs), *parts)
             out = jax.tree.map(lambda x: x[:n], out)
             if mkey is not None:

@@ -45,3 +45,24 @@ def test_a_batch_that_does_not_fit_is_halved_with_the_same_answers(lj_models, mo
 def test_one_configuration_that_does_not_fit_is_a_clear_error(lj_models, monkeypatch):
     with pytest.raises(batching.ProgramTooLarge, match="GB of memory"):
         _run(lj_models, monkeypatch, 1000)
+
+
+def test_relaxations_that_do_not_fit_are_halved_with_the_same_answers(lj_models, monkeypatch):
+    configs = _configs()[:6]
+    movable = [np.ones(s.n_atoms) for s in configs]
+
+    def relax(free):
+        needs, refused = starve(monkeypatch, free)
+        c = Committee(lj_models["lj"], [lj_models["soft"]])
+        return c, c.relax(configs, movable, fmax=0.05, max_steps=20), needs, refused
+
+    c0, (E0, P0, conv0), needs, refused = relax(1 << 50)
+    assert not refused and np.isfinite(E0).all()
+    c, (E, P, conv), _, refused = relax(int(max(needs) / batching.MEMORY_SHARE * 0.99))
+    assert refused and c._cap and all(w < c0._cap[k] for k, w in c._cap.items())
+    np.testing.assert_allclose(E, E0, rtol=1e-10)
+    np.testing.assert_array_equal(conv, conv0)
+    for pm, pm0 in zip(P, P0, strict=True):
+        for p, p0 in zip(pm, pm0, strict=True):
+            np.testing.assert_allclose(p, p0, rtol=1e-9, atol=1e-10)
+    assert c.n_evals == c0.n_evals
