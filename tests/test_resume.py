@@ -69,6 +69,10 @@ def test_kill_9_loses_nothing_and_resume_recomputes_nothing(tmp_path, capsys):
     kept = {p["name"]: p for p in final["probes"] if p["name"] in done}
     for p in partial["probes"]:  # not recomputed: the very same entry, wall time included
         assert kept[p["name"]] == p
+    # the report's wall time is the whole computation's: the kept probes' own time counts
+    assert final["wall_time_s"] >= sum(p["wall_s"] for p in final["probes"])
+    assert final["wall_time_s"] >= sum(p["wall_s"] for p in partial["probes"]) + \
+        sum(p["wall_s"] for p in final["probes"] if p["name"] not in done)
 
     # determinism in float64: an uninterrupted run gives the same document (its first probes were computed by
     # the killed process, the rest by this one)

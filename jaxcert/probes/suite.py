@@ -221,7 +221,9 @@ def certify(
       skip_unsupported: elements outside ``model.elements`` are recorded per element with status
         ``"unsupported"`` (excluded from scores and gates) instead of raising :class:`InputError`.
       finished: outcomes of probes already run with the same model, elements, seed, dtype and
-        configs (from :func:`jaxcert.checkpoint.load_finished`); they are kept, not recomputed.
+        configs (from :func:`jaxcert.checkpoint.load_finished`); they are kept, not recomputed, and the
+        report's ``wall_time_s`` counts their recorded ``wall_s`` with this run's time (the computation's
+        wall time over all its runs, less what earlier runs spent outside the probes).
       on_probe: called with the partial :class:`~jaxcert.report.certification.Report` after every probe (the CLI
         writes it atomically, so a killed run loses nothing finished; ``docs/cli.md``).
       compile_workers: threads that trace and compile the probes' programs ahead of their turn
@@ -281,6 +283,9 @@ def certify(
     notes = getattr(getattr(model.energy_fn, "backend", None), "notes", None)
     last = 0.0
 
+    # a resumed report's wall time is the whole computation's: this run's plus the kept probes' own wall time
+    earlier_s = sum(float(o.wall_s or 0.0) for n, o in kept.items()
+                    if o.config == repr(configs.get(n, PROBES[n].config())))
     machine = device.machine()
     try:  # the card describes the model; it never stops a certification
         the_card = model_card(model, dtype) if card else None
@@ -289,7 +294,8 @@ def certify(
 
     def partial_report(rates: dict[str, Any] | None = None):
         return Report.from_outcomes(model=model, elements=all_elements, seed=seed, dtype=str(dtype), agg=agg,
-                                    outcomes=outcomes, wall_s=time.perf_counter() - t_start, machine=machine,
+                                    outcomes=outcomes, wall_s=time.perf_counter() - t_start + earlier_s,
+                                    machine=machine,
                                     card=the_card, throughput=rates)
 
     def evaluate(name: str, spec, cfg, els: tuple[str, ...]) -> ProbeOutcome:
