@@ -1,10 +1,11 @@
 """Reports and boards without what differs between two runs by the clock (wall times, the machine's load,
-measured throughput): what the resume, board and worker tests compare."""
+measured throughput, what was compiled or loaded from the caches): what the resume, board and worker tests compare."""
 
 from typing import Any
 
 #: keys whose values come from the clock or the machine, not from the certification
-VOLATILE = ("wall_s", "wall_time_s", "machine", "throughput", "evals_per_s", "atom_steps_per_s")
+VOLATILE = ("wall_s", "wall_time_s", "machine", "throughput", "evals_per_s", "atom_steps_per_s",
+            "compilation")
 
 
 def stable(doc: Any) -> Any:

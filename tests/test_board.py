@@ -58,6 +58,8 @@ def test_board_from_an_empty_folder_with_cards_throughput_and_a_failed_row(seria
         assert md["element"] == "Cu" and 64 <= md["n_atoms"] <= 150 and md["atom_steps_per_s"] > 0
         assert abs(md["energy_drift_eV_per_atom"]) < 1e-3  # a sane NVE run
         report_schema.load(out / row["file"])  # every model file passes the reader's schema
+        comp = row["compilation"]  # what the run compiled (jaxcert.core.compilation): these ran in this process
+        assert comp["traces"] > 0 and comp["compile_s"] >= 0 and comp == _read(out / row["file"])["compilation"]
     assert board["rows"][1]["card"]["species"][:2] == ["H", "C"]  # emt's parameterised elements
     page = (out / "index.html").read_text()
     assert page.count("<table class=card>") == 2 and "id=failed" in page and "no Nequix checkpoint" in page
@@ -194,6 +196,7 @@ def test_board_page_in_a_browser(serial):
         card = res["cards_in_drills"][row["label"]]
         assert card is not None and "model card" in card and str(row["card"]["parameters"]) in card
         assert f"{row['atom_steps_per_s']:.3g} atom·steps/s" in card
+        assert f"{row['compilation']['compiles']} XLA programs compiled" in card
 
 
 def test_a_resumed_model_keeps_its_nve_measurement(serial, tmp_path):

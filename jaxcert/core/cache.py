@@ -68,6 +68,8 @@ from typing import Any
 
 import numpy as np
 
+from jaxcert.core import compilation
+
 __all__ = ["register_storable", "register_traced", "enable_compilation_cache", "default_cache_dir", "cache_dir_problem",
            "ExecutableStore", "executable_store", "fingerprint", "Unstorable", "stored"]
 
@@ -840,6 +842,7 @@ class ExecutableStore:
                 self.misses += 1
                 return None
             self.hits += 1
+        jax.monitoring.record_event(compilation.STORE_LOAD)  # counted in the report's "compilation"
         return exe
 
     def discard(self, key: str) -> None:

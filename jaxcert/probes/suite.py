@@ -50,7 +50,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert.core import _model_key, batching, cache, device, inputs
+from jaxcert.core import _model_key, batching, cache, compilation, device, inputs
 from jaxcert.core.model import Model, UnsupportedElement, is_unsupported_structure, model_free
 from jaxcert.core.structure import Structure, stack
 from jaxcert.probes import kinds, stages, substrates
@@ -240,11 +240,15 @@ def certify(
         run that recomputes one probe does not spend minutes re-running the MD of a large network.
       card: put the model card (:func:`jaxcert.probes.card.model_card`) in the report's ``"card"``.
 
+    The report's ``"compilation"`` counts what this call traced, lowered and compiled, and what it loaded from
+    the caches instead (:mod:`jaxcert.core.compilation`): a cold and a warm run differ there.
+
     Raises:
       InputError: unknown, misspelt or duplicate element symbols, elements the model does not
         support (without ``skip_unsupported``), a bad seed, aggregation, dtype or probe name.
     """
     t_start = time.perf_counter()
+    compiled_before = compilation.snapshot()
     all_elements = inputs.elements("elements", elements)
     elements, unsupported = inputs.split_supported("elements", model, all_elements,
                                                    skip_unsupported=skip_unsupported)
@@ -295,8 +299,8 @@ def certify(
     def partial_report(rates: dict[str, Any] | None = None):
         return Report.from_outcomes(model=model, elements=all_elements, seed=seed, dtype=str(dtype), agg=agg,
                                     outcomes=outcomes, wall_s=time.perf_counter() - t_start + earlier_s,
-                                    machine=machine,
-                                    card=the_card, throughput=rates)
+                                    machine=machine, card=the_card, throughput=rates,
+                                    compilation=compilation.since(compiled_before))
 
     def evaluate(name: str, spec, cfg, els: tuple[str, ...]) -> ProbeOutcome:
         """The probe on the elements ``els`` in one batch; element k keeps its key whatever the batch."""

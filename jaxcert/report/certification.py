@@ -11,7 +11,8 @@ JSON layout::
      "aggregate": {"overall", "method", "gates_passed", "gates_total", "n_evals", "sub_scores",
                    "per_element_overall"},
      "card": {...},         # optional: the model card (jaxcert/probes/card.py, docs/board.md)
-     "throughput": {...}}   # optional: evaluations/s and MD atom·steps/s (jaxcert/probes/throughput.py)
+     "throughput": {...},   # optional: evaluations/s and MD atom·steps/s (jaxcert/probes/throughput.py)
+     "compilation": {...}}  # optional: traces, compiles, cache loads and seconds (jaxcert/core/compilation.py)
 
 A probe whose per-element details carry ``defect_stderr`` (the statistical probes) also gets a
 top-level ``"defect_stderr"``: the standard error of the element-mean defect, √(Σ_e se_e²)/n over
@@ -39,6 +40,7 @@ from jaxcert.report.summary import (
     UNSUPPORTED,
     combine_scores,
     combined_stderr,
+    compilation_line,
     element_stderr,
     format_defect,
     to_jsonable,
@@ -110,16 +112,20 @@ class Report:
     card: dict[str, Any] | None = None
     #: evaluations per second of the suite and MD atom·steps per second (``jaxcert.probes.throughput``)
     throughput: dict[str, Any] | None = None
+    #: what the run traced, lowered, compiled and loaded from caches (``jaxcert.core.compilation``)
+    compilation: dict[str, Any] | None = None
 
     @classmethod
     def from_outcomes(cls, model, elements, seed, dtype, agg, outcomes, wall_s,
                       machine: dict[str, Any] | None = None, card: dict[str, Any] | None = None,
-                      throughput: dict[str, Any] | None = None) -> Report:
+                      throughput: dict[str, Any] | None = None,
+                      compilation: dict[str, Any] | None = None) -> Report:
         info = {"name": model.name, "cutoff": model.cutoff if not callable(model.cutoff) else "per composition",
                 "conservative_forces": model.conservative_forces, "stress_head": model.stress_fn is not None}
         info.update(dict(model.info))
         return cls(model=info, elements=list(elements), seed=seed, dtype=dtype, agg=agg, outcomes=list(outcomes),
-                   wall_s=wall_s, machine=dict(machine or {}), card=card, throughput=throughput)
+                   wall_s=wall_s, machine=dict(machine or {}), card=card, throughput=throughput,
+                   compilation=compilation)
 
     # ---------------------------------------------------------------- numbers
     def probe(self, name: str) -> dict[str, Any]:
@@ -191,6 +197,7 @@ class Report:
             "probes": probes, "aggregate": self.aggregate(),
             **({"card": self.card} if self.card is not None else {}),
             **({"throughput": self.throughput} if self.throughput is not None else {}),
+            **({"compilation": self.compilation} if self.compilation is not None else {}),
         })
 
     def to_json(self, path: str | None = None, indent: int = 2) -> str:
@@ -238,6 +245,8 @@ class Report:
             f"overall {a['overall']:.4f} ({a['method']}) · gates {a['gates_passed']}/{a['gates_total']} passed "
             f"({a['gates_total']} of {len(self.outcomes)} probes are gated) · "
             f"{a['n_evals']} model evaluations · {self.wall_s:.1f} s", width=width)
+        if self.compilation:
+            lines += textwrap.wrap(compilation_line(self.compilation), width=width)
         if "host_evaluations" in a:
             h = a["host_evaluations"]
             lines.append(f"host model: {h['model_evaluations']} geometry evaluations in {h.get('calls', 0)} calls, "
@@ -281,3 +290,4 @@ class Report:
             with open(path, "w") as fh:
                 fh.write(page)
         return page
+

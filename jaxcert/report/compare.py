@@ -46,7 +46,15 @@ from jaxcert.report import schema as report_schema
 from jaxcert.report.explain import EXPLANATIONS, explain, short_name, wrapped
 from jaxcert.report.html import colour_bar, ramp_colour, score_colour, score_legend, score_tip, text_colour
 from jaxcert.report.schema import LAMBDA_SCHEMA, REPORT_SCHEMA, STRUCTURE_PROBES
-from jaxcert.report.summary import NOT_RUN, combine_scores, combined_stderr, element_stderr, format_defect, to_jsonable
+from jaxcert.report.summary import (
+    NOT_RUN,
+    combine_scores,
+    combined_stderr,
+    compilation_line,
+    element_stderr,
+    format_defect,
+    to_jsonable,
+)
 
 __all__ = [
     "BOARD_SCHEMA", "REPORT_SCHEMA", "LAMBDA_SCHEMA", "ALIGN_MODES", "Source", "load", "build_board",
@@ -260,6 +268,7 @@ def _speed(d: dict[str, Any]) -> dict[str, Any]:
     t = d.get("throughput") if isinstance(d.get("throughput"), dict) else {}
     suite, md = t.get("suite") or {}, t.get("md") or {}
     return {"card": d.get("card"), "throughput": d.get("throughput"),
+            "compilation": d.get("compilation") if isinstance(d.get("compilation"), dict) else None,
             "evals_per_s": suite.get("evals_per_s") if _finite(suite.get("evals_per_s")) else None,
             "atom_steps_per_s": md.get("atom_steps_per_s") if _finite(md.get("atom_steps_per_s")) else None}
 
@@ -779,6 +788,8 @@ def card_html(row: dict[str, Any]) -> str:
         ("MD throughput", _rate(md.get("atom_steps_per_s"), "atom·steps/s") +
          (f" ({md.get('n_atoms')} {md.get('element')} atoms, {md.get('n_steps')} steps)" if md.get("n_atoms") else "")
          + (f" — {md['error']}" if md.get("error") else "")),
+        ("compilation", compilation_line(row["compilation"]).removeprefix("compilation: ")
+         if row.get("compilation") else None),
     ]
     body = "".join(f"<tr><th>{_e(k)}</th><td style='text-align:left'>{_e(v)}</td></tr>" for k, v in items
                    if v is not None)

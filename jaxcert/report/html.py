@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from jaxcert.report.explain import explain
-from jaxcert.report.summary import format_defect
+from jaxcert.report.summary import compilation_line, format_defect
 
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f",
            "#bcbd22", "#393b79", "#637939"]
@@ -464,6 +464,8 @@ def render_report(report: Any) -> str:
         f"overall <b>{agg['overall'] if agg['overall'] is None else round(agg['overall'], 4)}</b> ({agg['method']}) · "
         f"gates {agg['gates_passed']}/{agg['gates_total']} · {agg['n_evals']} model evaluations · "
         f"{d['wall_time_s']:.1f} s</p>",
+        (f"<p class=note>{html.escape(compilation_line(d['compilation']))}</p>"
+         if isinstance(d.get("compilation"), dict) else ""),
         "<table class=probes><tr><th>Probe</th><th>Target</th><th>Defect</th><th>Score</th><th>Evals</th>"
         "<th>Gate</th><th>Status</th><th class=why>Identity tested; what a failure means</th></tr>",
     ]

@@ -132,6 +132,7 @@ REPORT_FIELDS: dict[str, tuple[Kind, bool]] = {
     "probe_configs": (_map_of(TEXT_OR_NULL), False),
     "card": (OBJECT, False),  # the model card (jaxcert.probes.card; docs/board.md)
     "throughput": (OBJECT, False),  # evaluations/s, atom·steps/s (jaxcert.probes.throughput; docs/board.md)
+    "compilation": (OBJECT, False),  # traces, compiles and their seconds (jaxcert.core.compilation)
 }
 #: What the board reads of ``card`` (other keys are free text written by jaxcert).
 CARD_FIELDS: dict[str, tuple[Kind, bool]] = {

@@ -14,7 +14,7 @@ import numpy as np
 from jaxcert.core.result import Status, to_jsonable
 
 __all__ = ["UNSUPPORTED", "NOT_RUN", "AGGREGATIONS", "combine_scores", "to_jsonable", "format_defect", "element_stderr",
-           "combined_stderr"]
+           "combined_stderr", "compilation_line"]
 
 #: Per-element status of an element the model has no parameters for (``certify(skip_unsupported=True)``).
 UNSUPPORTED = Status.UNSUPPORTED.value
@@ -66,3 +66,10 @@ def combined_stderr(defects: Any, stderrs: list[float | None]) -> float | None:
     if not used or any(se is None for se in used):
         return None
     return float(np.sqrt(np.sum(np.square(used))) / len(used))
+
+def compilation_line(c: dict[str, Any]) -> str:
+    """One line for a report's ``"compilation"`` object (jaxcert/core/compilation.py)."""
+    return (f"compilation: {c.get('compiles', 0)} XLA programs compiled in {c.get('compile_s', 0):.1f} s, "
+            f"{c.get('traces', 0)} traces ({c.get('trace_s', 0):.1f} s) and {c.get('lowerings', 0)} lowerings "
+            f"({c.get('lower_s', 0):.1f} s); {c.get('store_loads', 0)} programs loaded from jaxcert's store, "
+            f"{c.get('persistent_cache_hits', 0)} from JAX's cache (seconds summed over threads)")
