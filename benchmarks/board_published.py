@@ -29,6 +29,8 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from _record import finish  # noqa: E402
 
+from jaxcert.board import entry_name  # noqa: E402  (the report's file stem of a spec, as jaxcert board names it)
+
 BOARD = pathlib.Path(__file__).parent / "results" / "board"
 #: our report's file stem (``jaxcert board``'s default name) -> the published board's slug
 PAIRS = {
@@ -149,7 +151,7 @@ def markdown(out: dict) -> str:
     the difference, and the FD re-run where there is one."""
     lines = []
     for stem, m in out["models"].items():
-        fd = next((v for k, v in out.get("fd", {}).items() if stem.split("_", 1)[-1].split("@")[0] in k), None)
+        fd = next((v for k, v in out.get("fd", {}).items() if entry_name(k) == stem), None)
         lines += [f"**{stem}** vs published `{m['slug']}` ({m['published_precision']}): arithmetic overall "
                   f"{m['ours_arithmetic']:.3f} vs {m['published_arithmetic']:.3f}", "",
                   "| probe | jaxcert, exact | published, FD | Δ score |" + (" jaxcert FD (float32) | jaxcert exact "
