@@ -136,3 +136,20 @@ def test_jit_vmap_dtype_and_argument_checks():
         stats.mean_stderr(x32[0, :5], 10)
     with pytest.raises(ValueError, match="same number"):
         stats.block_jackknife(lambda m: m[0], (x32[0], x32[0, :100]), 10)
+
+
+def test_half_drift_is_order_one_on_stationary_series_and_large_on_a_drifting_one(series):
+    """half_drift: over 48 stationary AR(1) series (g = 9, 8000 samples) z has spread ≈ 1 and |z| > 3 is rare;
+    the same series with the second half shifted by 8 combined standard errors gives z ≈ 8."""
+    z = np.asarray(jax.vmap(lambda x: stats.half_drift(lambda m: m, x, 10).z)(series))
+    assert 0.6 < np.std(z) < 1.6 and np.mean(np.abs(z) > 3) <= 2 / N_SERIES
+    se_half = _ar1_se_of_mean(PHI, T // 2)
+    # a step: the second half's mean exceeds the first's by 8 combined standard errors
+    trend = jnp.where(jnp.arange(T) >= T // 2, 8 * np.sqrt(2.0) * se_half, 0.0)
+    zt = np.asarray(jax.vmap(lambda x: stats.half_drift(lambda m: m, x + trend, 10).z)(series))
+    assert 6 < np.median(zt) < 10 and np.all(zt > 2)
+    # a ratio of means, as the virial uses: a numerator drifting against its denominator is seen
+    den = 2.0 + 0.1 * series[0]
+    num = den * (1.0 + 0.1 * series[1])
+    flat, drifting = (stats.half_drift(lambda m: m[0] / m[1], (n, den), 10).z for n in (num, num + trend * den))
+    assert abs(float(flat)) < 3 and float(drifting) > 4

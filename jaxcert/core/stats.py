@@ -48,7 +48,7 @@ import numpy as np
 
 __all__ = [
     "block_index", "block_means", "mean_stderr", "naive_stderr", "block_jackknife", "Jackknife",
-    "ratio_stderr", "delta_ratio_stderr", "blocking", "statistical_inefficiency",
+    "ratio_stderr", "delta_ratio_stderr", "blocking", "statistical_inefficiency", "half_drift",
 ]
 
 
@@ -234,3 +234,39 @@ def blocking(x: jax.Array, n_levels: int | None = None) -> jax.Array:
 def statistical_inefficiency(x: jax.Array, n_blocks: int, mask: jax.Array | None = None) -> jax.Array:
     """g = (block SE / naive SE)²: about how many samples make one independent one (≥ 1 when correlated)."""
     return (mean_stderr(x, n_blocks, mask) / naive_stderr(x, mask)) ** 2
+
+
+class Drift(NamedTuple):
+    """Result of :func:`half_drift`: θ on each half of the series and their difference in standard errors."""
+
+    z: jax.Array
+    first: jax.Array
+    second: jax.Array
+
+
+def half_drift(fn: Callable[[Any], jax.Array], series: Any, n_blocks: int,
+               mask: jax.Array | None = None) -> Drift:
+    r"""Whether θ = fn(time averages) is the same on both halves of the trajectory.
+
+    θ₁ and θ₂ are the :func:`block_jackknife` estimates on the first and the second half of the samples
+    (``n_blocks // 2`` blocks each, at least 2), and
+
+    .. math:: z = (\hat\theta_2 - \hat\theta_1) / \sqrt{\mathrm{SE}_1^2 + \mathrm{SE}_2^2}.
+
+    A stationary trajectory gives |z| of order 1 (a t-like variable: with 5 blocks per half, |z| > 3 has
+    a chance of a few per cent).  A larger |z| says the series drifts over the run, for instance a soft
+    cluster still leaving its relaxed geometry: the block error, which assumes the blocks sample one
+    stationary distribution, then understates the uncertainty of θ (docs/statistics.md, "Is the
+    trajectory long enough?").  Elementwise for an array θ.
+    """
+    leaves, treedef = jax.tree_util.tree_flatten(series)
+    T = jnp.asarray(leaves[0]).shape[0]
+    h = T // 2
+    nb = max(2, n_blocks // 2)
+    halves = []
+    for sl in (slice(0, h), slice(h, T)):
+        part = jax.tree_util.tree_unflatten(treedef, [jnp.asarray(a)[sl] for a in leaves])
+        halves.append(block_jackknife(fn, part, nb, None if mask is None else jnp.asarray(mask)[sl]))
+    a, b = halves
+    z = (b.estimate - a.estimate) / jnp.sqrt(a.stderr ** 2 + b.stderr ** 2)
+    return Drift(z, a.estimate, b.estimate)

@@ -57,7 +57,7 @@ import jax.numpy as jnp
 
 from jaxcert.core.derivatives import EXACT, _rademacher
 from jaxcert.core.model import Model
-from jaxcert.core.stats import block_jackknife
+from jaxcert.core.stats import block_jackknife, half_drift
 from jaxcert.core.structure import Structure
 from jaxcert.core.units import KB_EV_PER_K
 from jaxcert.optim.dynamics import LangevinConfig, Trajectory, frame_indices, kinetic_temperature, trajectory_details
@@ -182,6 +182,7 @@ def plan(cfg: ConfigTemperatureConfig, facts: stages.Facts):
             "T_config_stderr": jk.stderr[1],
             "T_kin_stderr": jk.stderr[2],
             "n_blocks": jk.n_blocks,
+            "drift_z": half_drift(lambda m: _t_conf(m[0], m[1]) / m[2], (F2, t, T_kin_frame), cfg.n_blocks).z,
         }
         return finalize(defect, score_map(defect, cfg.scale), True, n_evals, details)
 

@@ -62,7 +62,7 @@ import jax.numpy as jnp
 from jaxcert.core import linalg
 from jaxcert.core.derivatives import EXACT
 from jaxcert.core.model import Model
-from jaxcert.core.stats import block_jackknife
+from jaxcert.core.stats import block_jackknife, half_drift
 from jaxcert.core.structure import Structure
 from jaxcert.core.units import KB_EV_PER_K
 from jaxcert.optim.dynamics import LangevinConfig, Trajectory, frame_indices, trajectory_details
@@ -241,6 +241,7 @@ def plan(cfg: EquipartitionConfig, facts: stages.Facts):
             "defect_stderr": jk.stderr,
             "R_median_stderr": jk.stderr,
             "n_blocks": jk.n_blocks,
+            "drift_z": half_drift(median_ratio, Q2_frame, cfg.n_blocks).z,
             "aligned": align,
             "rotation_deg_max": jnp.max(angle),
             "n_negative_modes": jnp.sum(lam < -cfg.tol_rel * jnp.max(jnp.abs(lam))),

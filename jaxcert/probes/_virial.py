@@ -28,7 +28,9 @@ The estimator is the reference's, unaligned: rotating the reference into each fr
 (Kabsch) changed ρ_vir by < 0.01 there.  It assumes R^eq is a minimum: when the
 relaxation stops short (``relax_converged`` False, e.g. P, whose BFGS ends near a
 saddle in jaxcert and in ASE alike), W is not the virial of a bound vibration and
-neither the value nor its SE mean much.
+neither the value nor its SE mean much.  ``drift_z`` compares ρ_vir on the two halves of the frames
+(:func:`jaxcert.core.stats.half_drift`): |drift_z| > 3 says the trajectory drifts and the SE understates
+the uncertainty (SevenNet-0 on Na and Mg: docs/statistics.md, "Is the trajectory long enough?").
 
 Pass ``trajectory=`` to share the trajectory (see :mod:`jaxcert.optim.dynamics`); then
 this probe costs no evaluations (unless it has to extend it).
@@ -45,7 +47,7 @@ import numpy as np
 
 from jaxcert.core.geometry import det3, inv3, is_concrete
 from jaxcert.core.model import Model
-from jaxcert.core.stats import block_jackknife
+from jaxcert.core.stats import block_jackknife, half_drift
 from jaxcert.core.structure import Structure
 from jaxcert.core.units import KB_EV_PER_K
 from jaxcert.optim.dynamics import LangevinConfig, Trajectory, frame_indices, trajectory_details
@@ -133,6 +135,7 @@ def plan(cfg: VirialConfig, facts: stages.Facts):
             "defect_stderr": jk.stderr,
             "rho_vir_stderr": jk.stderr,
             "n_blocks": jk.n_blocks,
+            "drift_z": half_drift(lambda m: m[0] / (2.0 * m[1]), (W, K), cfg.n_blocks).z,
         }
         return finalize(defect, score_map(defect, cfg.scale), True, traj_evals, details)
 

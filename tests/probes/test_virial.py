@@ -31,6 +31,7 @@ def test_clean_lj_passes():
     se = float(d["defect_stderr"])
     assert 0 < se < 0.1 and float(d["rho_vir_stderr"]) == se and int(d["n_blocks"]) == 10
     assert abs(float(d["rho_vir"]) - 1.0) < 4 * se
+    assert abs(float(d["drift_z"])) < 3  # stationary: both halves of the frames agree (core.stats.half_drift)
     assert bool(d["relax_converged"])
 
 
