@@ -279,7 +279,8 @@ def certify(
         return batches[kind, els]
 
     memo: dict[Any, Any] = {}  # answers of loop kinds (trajectories, relaxations), shared by identical requests
-    todo = [n for n in names if not (n in kept and kept[n].config == repr(configs.get(n, PROBES[n].config())))]
+    reused = {n for n in names if n in kept and kept[n].config == repr(configs.get(n, PROBES[n].config()))}
+    todo = [n for n in names if n not in reused]
     ahead = _compile_ahead(model, todo, configs, batch_for, elements, seed, share_trajectory, compile_workers)
     outcomes: list[ProbeOutcome] = []
     # a bridged (host) model counts its evaluations and keeps its package's notes: record them per probe
@@ -288,8 +289,7 @@ def certify(
     last = 0.0
 
     # a resumed report's wall time is the whole computation's: this run's plus the kept probes' own wall time
-    earlier_s = sum(float(o.wall_s or 0.0) for n, o in kept.items()
-                    if o.config == repr(configs.get(n, PROBES[n].config())))
+    earlier_s = sum(float(kept[n].wall_s or 0.0) for n in reused)
     machine = device.machine()
     try:  # the card describes the model; it never stops a certification
         the_card = model_card(model, dtype) if card else None
