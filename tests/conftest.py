@@ -53,6 +53,21 @@ def _release_compiled_programs():
     gc.collect()
 
 
+@pytest.fixture(autouse=True)
+def _no_cache_left_on():
+    """A test that switches the executable store on (the CLI run in-process with ``$JAXCERT_CACHE_DIR`` set to a
+    temporary folder) leaves it off for the next test in the same worker.
+
+    Left on, the store keys a user's model by tracing it (jaxcert/core/_model_key.py), so a later test that
+    counts traces saw 48 instead of 26 in one CI run, depending on which files its worker had run before.
+    """
+    from jaxcert.core import cache
+
+    saved = cache._STORE
+    yield
+    cache._STORE = saved
+
+
 def pytest_ignore_collect(collection_path, config):
     """The torch-bridge tests run in their own process (tests/test_bridges.py), never beside the core suite.
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import jaxcert
+from jaxcert.core import cache
 from jaxcert.optim.dynamics import LangevinConfig
 from jaxcert.probes import DEFAULT_ORDER, PROBES, kinds, suite
 
@@ -95,13 +96,14 @@ def _counting_model(counter):
     return jaxcert.Model(energy_fn=energy_fn, params={"a": jnp.asarray(0.3)}, cutoff=5.0, name="counting")
 
 
-def test_a_users_model_is_traced_once_per_kind_and_shape_class():
+def test_a_users_model_is_traced_once_per_kind_and_shape_class(monkeypatch):
     """The whole default suite traces the model's energy once per place a program holds it: per (kind,
     shape class, chunk size), not per probe and derivative. Measured on one element: 26 traces (the
     one-program-per-probe suite traced it 34 times): cluster evaluate 3 and tangent 2 (chunk sizes),
     relax 2 (first forces, loop body), verlet 2, langevin 3; trimer evaluate 1, tangent 1; bulk evaluate
     1, tangent 1; Pmm2 evaluate 4 and tangent 3 (two static image counts, chunk sizes); the 2×2×2
     supercell 1; the stress check 2."""
+    monkeypatch.setattr(cache, "_STORE", None)  # the store's key traces a user's model too (test below)
     counter = [0]
     model = _counting_model(counter)
     rep = jaxcert.certify(model, ["Si"], configs=CONFIGS, dtype=jnp.float64, compile_workers=0)
