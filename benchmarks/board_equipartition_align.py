@@ -2,7 +2,8 @@
 
 The published board projects unaligned frames (docs/probes.md §4.13): a cluster that turns under the
 Langevin bath leaks its rotation into the normal coordinates and inflates the ratios R_α. This runs the
-probe on the same trajectory twice (one seed, one element list: the runs are identical up to the estimator),
+probe once per estimator in ``--align`` on the same trajectory (one seed, one element list: the runs are
+identical up to the estimator), by default twice:
 once with ``align="auto"`` (jaxcert's default: Kabsch alignment on a rotation-invariant model) and once
 with ``align="none"`` (the published estimator), and saves both medians with their jackknife errors and
 the largest rotation met.

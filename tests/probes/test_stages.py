@@ -103,7 +103,7 @@ def test_a_users_model_is_traced_once_per_kind_and_shape_class(monkeypatch):
     relax 2 (first forces, loop body), verlet 2, langevin 3; trimer evaluate 1, tangent 1; bulk evaluate
     1, tangent 1; Pmm2 evaluate 4 and tangent 3 (two static image counts, chunk sizes); the 2×2×2
     supercell 1; the stress check 2."""
-    monkeypatch.setattr(cache, "_STORE", None)  # the store's key traces a user's model too (test below)
+    monkeypatch.setattr(cache, "_STORE", None)  # with the store on, its key traces the model too (core/_model_key.py)
     counter = [0]
     model = _counting_model(counter)
     rep = jaxcert.certify(model, ["Si"], configs=CONFIGS, dtype=jnp.float64, compile_workers=0)
