@@ -12,7 +12,10 @@ the rest.  A probe counts as finished when it ran to a result (status ok, non-fi
 skipped or unsupported) with the same probe config; a probe that crashed is run again.
 The file must come from the same model (its report metadata), elements, seed, dtype
 and jaxcert/jax versions; otherwise :class:`~jaxcert.core.inputs.InputError` says which
-field differs.
+field differs.  Metadata that describes a model without changing what it computes
+(:data:`CARD_ONLY`: the training set its package states) is left out of that comparison, so
+a report written before such a statement was recorded, or with other wording, still
+resumes, and the resumed report carries the model's metadata as it is now.
 
 The shared Langevin trajectory of the statistical-mechanics probes is not stored: if
 some of them finished and others did not, the trajectory is recomputed (same seed,
@@ -36,7 +39,18 @@ from jaxcert.probes.suite import ProbeOutcome
 from jaxcert.report import SCHEMA, Report, to_jsonable
 from jaxcert.report import schema as report_schema
 
-__all__ = ["write_report", "write_json", "load_finished", "FINISHED"]
+__all__ = ["write_report", "write_json", "load_finished", "FINISHED", "CARD_ONLY"]
+
+#: Keys of a report's ``model`` metadata that describe the model without changing its outputs (the model card's
+#: quotation of its package, jaxcert/probes/card.py); :func:`load_finished` does not compare them.
+CARD_ONLY = ("training_data",)
+
+
+def _identity(model_meta: Any) -> Any:
+    """``model_meta`` without the :data:`CARD_ONLY` keys (unchanged when it is not a dict)."""
+    if not isinstance(model_meta, dict):
+        return model_meta
+    return {k: v for k, v in model_meta.items() if k not in CARD_ONLY}
 
 #: Per-probe statuses that count as finished for ``--resume`` ("error" is run again).
 FINISHED = ("ok", "non-finite", "skipped", "unsupported")
@@ -139,9 +153,10 @@ def load_finished(path: str | os.PathLike, model: Any, elements: Sequence[str], 
 
     here = Report.from_outcomes(model=model, elements=list(elements), seed=seed, dtype=str(jnp.dtype(dtype)),
                                 agg="geometric", outcomes=[], wall_s=0.0)
-    want = {"model": to_jsonable(here.model), "elements": list(elements), "seed": seed, "dtype": here.dtype}
+    want = {"model": _identity(to_jsonable(here.model)), "elements": list(elements), "seed": seed, "dtype": here.dtype}
     want.update({f"versions.{k}": here.versions.get(k) for k in ("jaxcert", "jax", "jaxlib")})
     got = {k: doc.get(k) for k in ("model", "elements", "seed", "dtype")}
+    got["model"] = _identity(got["model"])
     got.update({f"versions.{k}": (doc.get("versions") or {}).get(k) for k in ("jaxcert", "jax", "jaxlib")})
     for key, value in want.items():
         if got[key] != value:

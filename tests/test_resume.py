@@ -142,6 +142,32 @@ def test_the_checkpoint_the_writer_produces_passes_the_schema_and_resumes(ar_rep
     assert "1 of 1 probes finished" in capsys.readouterr().err
 
 
+
+def test_a_card_statement_does_not_block_a_resume_but_a_computing_field_does(ar_report, tmp_path, capsys):
+    """The training set a model's package states (``CARD_ONLY``) may be added or reworded between two runs (a
+    weights file converted before the model card recorded it): the report still resumes, recomputes nothing,
+    and carries the model's metadata as it is now. A field that says what the model computes (here its source,
+    the potential it evaluates) is refused, naming ``model``."""
+    from jaxcert.cli import main
+
+    r = tmp_path / "r.json"
+    doc = json.loads(json.dumps(ar_report))
+    doc["model"]["training_data"] = "stated by an older conversion"
+    doc["complete"] = False
+    r.write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main([*AR, "--json", str(r), "--resume"]) == 0
+    assert "1 of 1 probes finished" in capsys.readouterr().err
+    out = _read(r)
+    assert "training_data" not in out["model"] and out["model"] == ar_report["model"]
+    assert out["probes"] == ar_report["probes"]  # the very same entry: not recomputed
+
+    doc["model"]["source"] = "another potential"
+    r.write_text(json.dumps(doc))
+    assert main([*AR, "--json", str(r), "--resume"]) == 2
+    assert "was written with model = " in capsys.readouterr().err
+
+
 # (case, field path, value, what the message says)
 RESUME_TAMPERED = [
     ("probes_null", ("probes",), None, "probes: got None; allowed: a list"),
