@@ -7,6 +7,12 @@ magnitude and a defect of the model stays.  ``--model`` is the spec without a pr
 run appends ``@float32``.  Both runs use float64 structures and seed 0, as the board does.  Usage::
 
     python benchmarks/board_precision.py --model jax-sevennet:7net-l3i5 --probes cross_maxwell --elements Na,Al,B
+
+``--exact-w3j`` (SevenNet only) adds a third run: float64 with the W3j constants that the shipped model holds
+in float32 (docs/sevennet.md) computed in float64 (``jaxcert.models.sevennet.W3J_DTYPE``).  What float64
+leaves of a symmetry defect is then split between those constants and the model::
+
+    python benchmarks/board_precision.py --model jax-sevennet:7net-0 --probes equivariance --elements Li,C,S --exact-w3j
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ def main() -> None:
     ap.add_argument("--probes", required=True)
     ap.add_argument("--elements", required=True)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--exact-w3j", action="store_true", help="SevenNet: a third run, float64 with float64 W3j")
     a = ap.parse_args()
     load0 = os.getloadavg()
     import jax
@@ -40,7 +47,18 @@ def main() -> None:
 
     elements, probes = a.elements.split(","), a.probes.split(",")
     res = {"model": a.model, "elements": elements, "probes": probes, "seed": a.seed, "runs": {}}
-    for label, spec in (("float32", f"{a.model}@float32"), ("float64", a.model)):
+    runs = [("float32", f"{a.model}@float32"), ("float64", a.model)]
+    if a.exact_w3j:
+        if not a.model.startswith("jax-sevennet:"):
+            ap.error("--exact-w3j: only for jax-sevennet models")
+        runs.append(("float64, float64 W3j", a.model))
+    for label, spec in runs:
+        if label == "float64, float64 W3j":
+            import numpy as np
+
+            from jaxcert.models import sevennet
+
+            sevennet.W3J_DTYPE = np.float64  # before the model is built: its plans read it
         model = load_model(spec)
         t = time.perf_counter()
         rep = jaxcert.certify(model, elements, probes=probes, seed=a.seed, card=False)
@@ -48,7 +66,8 @@ def main() -> None:
             p: {el: row["defect"] for el, row in rep.probe(p)["per_element"].items()} for p in probes}}
         print(label, res["runs"][label]["probes"], flush=True)
     OUT.mkdir(parents=True, exist_ok=True)
-    finish(res, load0, str(OUT / f"{entry_name(a.model)}_{'-'.join(probes)}_{'-'.join(elements)}.json"),
+    stem = f"{entry_name(a.model)}_{'-'.join(probes)}_{'-'.join(elements)}{'_w3j' if a.exact_w3j else ''}"
+    finish(res, load0, str(OUT / f"{stem}.json"),
            "wall times only")
 
 

@@ -332,7 +332,7 @@ def _tp_plan(op: dict[str, Any]) -> list[tuple[int, np.ndarray, list[tuple[int, 
     weights folded in), each path's first column in the per-edge weights and its width 2l+1, and where each
     path's Q-slice goes: (i_out, q0, 2l+1).  Static (numpy), built once per operation."""
     key = json.dumps([op["irreps_in1"], op["irreps_in2"], op["irreps_out"], op["instructions"],
-                      op.get("unfolded_w3j", [])])
+                      op.get("unfolded_w3j", []), np.dtype(W3J_DTYPE).name])
     if key in _PLANS:
         return _PLANS[key]
     import e3nn_jax as e3nn
@@ -348,12 +348,12 @@ def _tp_plan(op: dict[str, Any]) -> list[tuple[int, np.ndarray, list[tuple[int, 
             raise NotImplementedError("SevenNet convolutions take one copy of each spherical harmonic")
         cg = np.asarray(e3nn.clebsch_gordan(l1, l2, l3), np.float64)
         if l1 > 0 and l2 > 0 and l3 > 0 and (l1, l2, l3) in unfolded:
-            cg = pw * cg.astype(np.float32).astype(np.float64)  # float32 W3j buffer times the exact path weight
+            cg = pw * cg.astype(W3J_DTYPE).astype(np.float64)  # float32 W3j buffer times the exact path weight
         elif l1 > 0 and l2 > 0 and l3 > 0:
             # e3nn's compiled tensor product holds path_weight·W3j for these paths as float32 constants
             # (folded in float32 when the shipped model was built; a float64 copy upcasts them); paths with an
             # l = 0 member use exact 1/√(2l+1) factors instead.  Same constants here, in both precisions.
-            cg = (np.float32(pw) * cg.astype(np.float32)).astype(np.float64)
+            cg = (W3J_DTYPE(pw) * cg.astype(W3J_DTYPE)).astype(np.float64)
         else:
             cg = pw * cg
         plan_by_i1.setdefault(i1, []).append((off2, d2, io, d3, cg, np.arange(w_off, w_off + mu)))
@@ -376,6 +376,12 @@ def _tp_plan(op: dict[str, Any]) -> list[tuple[int, np.ndarray, list[tuple[int, 
 
 
 _PLANS: dict[str, Any] = {}
+
+#: The precision of the W3j constants of the paths whose l's are all non-zero: float32, as e3nn folded them
+#: in the shipped models (docs/sevennet.md).  ``benchmarks/board_precision.py --exact-w3j`` sets float64 to
+#: measure what those float32 constants cost a float64 model (docs/board.md, SevenNet-0); a model built so
+#: is no longer the shipped one.
+W3J_DTYPE: type = np.float32
 
 
 def _activate(x: jax.Array, specs: list[dict]) -> list[jax.Array]:
@@ -478,6 +484,8 @@ def sevennet(checkpoint: str = "7net-0", modal: str | None = None, path: str | N
             ("source", f"{src.get('package')} {src.get('checkpoint_file')} sha256 {src.get('checkpoint_sha256')}"),
             ("weights", path), ("capacity", str(capacity)), ("precision", str(precision or "structure dtype")),
             ("parameters", str(config.get("n_parameters"))))
+    if np.dtype(W3J_DTYPE) != np.float32:  # not the shipped model: say so (and key its programs apart)
+        info += (("w3j", f"{np.dtype(W3J_DTYPE).name}, not the shipped float32 constants"),)
     if src.get("training_data"):  # what the checkpoint's config states (jaxcert_bridges.convert; model card)
         info += (("training_data", f"SevenNet checkpoint config: {src['training_data']}"),)
     name = f"jax-sevennet-{checkpoint}" + (f"-{modal}" if modal else "") + (f"@{precision}" if precision else "")
