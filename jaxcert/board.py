@@ -5,7 +5,8 @@ r"""A board of models: certify each model into ``OUT/<model>.json``, then write 
 * every model is certified with :func:`jaxcert.certify` into ``OUT/<name>.json``, checkpointed after every
   probe by :func:`jaxcert.checkpoint.write_report` exactly as ``jaxcert certify --json FILE --resume`` does
   (docs/cli.md, "Resuming"): a rerun keeps every finished probe, and a model whose file is complete is not
-  run again (its file is left untouched);
+  run again (its file is left as it is, except that the training set its package states is brought up to
+  date, :func:`_refresh_statements`);
 * elements a model has no parameters for are recorded as unsupported (``skip_unsupported``), so that
   every report has the same elements and the board can put them side by side;
 * a model that fails to load, whose file belongs to another run, or that crashes, becomes an entry of
@@ -202,10 +203,37 @@ def _fail(entry: BoardEntry, stage: str, reason: str, t0: float) -> dict[str, An
             "wall_s": time.perf_counter() - t0}
 
 
+def _refresh_statements(doc: dict[str, Any], model: Any, path: str) -> list[str]:
+    """Bring a kept complete report's package statements (:data:`jaxcert.checkpoint.CARD_ONLY`: the training
+    set) up to the model as loaded now, in its ``model`` metadata and its ``card``, and rewrite the file
+    (atomically) if one changed; return the keys that changed.  Nothing the run computed or measured is
+    touched: a weights file converted before the card recorded its package's statement gets the statement
+    without recomputing a probe."""
+    from jaxcert.checkpoint import CARD_ONLY, write_json
+
+    info, meta, card = dict(model.info), doc.get("model"), doc.get("card")
+    changed = []
+    for key in CARD_ONLY:
+        now = info.get(key)
+        if isinstance(meta, dict) and meta.get(key) != now:
+            if now is None:
+                del meta[key]
+            else:
+                meta[key] = now
+            changed.append(key)
+        if isinstance(card, dict) and card.get(key) != now:
+            card[key] = now
+            changed.append(key)
+    if changed:
+        write_json(doc, path)
+    return sorted(set(changed))
+
+
 def certify_entry(entry: BoardEntry, settings: dict[str, Any]) -> dict[str, Any]:
     """Certify one model into ``settings["out"]/<name>.json`` (resumable) and return its status:
-    ``status`` ("ok", "kept": the complete file was reused untouched, or "failed" with ``stage`` and
-    ``reason``), ``computed`` and ``kept`` (probe names), ``gates_ok``, ``file`` and ``wall_s``.
+    ``status`` ("ok", "kept": the complete file was reused, nothing recomputed, or "failed" with ``stage``
+    and ``reason``), ``computed`` and ``kept`` (probe names), ``gates_ok``, ``file`` and ``wall_s``; a kept
+    file whose package statements were brought up to date (:func:`_refresh_statements`) adds ``refreshed``.
 
     Runs in this process or on a dask worker (``settings`` is plain data; :func:`run_board` makes it).  Never
     raises for a model's own failure: loading, a file of another run and a crash are returned as "failed".
@@ -245,9 +273,10 @@ def certify_entry(entry: BoardEntry, settings: dict[str, Any]) -> dict[str, Any]
             doc = json.load(fh)
         if doc.get("complete") and (doc.get("throughput") is not None or not settings["throughput"]) \
                 and [p["name"] for p in doc["probes"]] == names:
+            refreshed = _refresh_statements(doc, model, path)
             return {"name": entry.name, "spec": entry.spec, "defects": list(entry.defects), "status": "kept",
                     "file": path, "computed": [], "kept": kept, "gates_ok": all(doc["aggregate"]["gates"].values()),
-                    "wall_s": time.perf_counter() - t0}
+                    "wall_s": time.perf_counter() - t0, **({"refreshed": refreshed} if refreshed else {})}
     try:
         report = certify(model, settings["elements"], probes=names, seed=settings["seed"], dtype=dtype,
                          agg=settings["agg"], skip_unsupported=True, finished=finished,
@@ -456,6 +485,8 @@ def main_progress(status: dict[str, Any], k: int, n: int, stream: Any = sys.stde
         text = f"FAILED ({status['stage']}): {status['reason'][:200]}"
     elif status["status"] == "kept":
         text = "complete report kept (nothing recomputed)"
+        if status.get("refreshed"):
+            text += f"; {', '.join(status['refreshed'])} brought up to date from the model's package"
     else:
         text = (f"{len(status['computed'])} probes computed, {len(status['kept'])} kept, gates "
                 f"{'passed' if status['gates_ok'] else 'FAILED'}")

@@ -217,6 +217,46 @@ def test_a_resumed_model_keeps_its_nve_measurement(serial, tmp_path):
     assert rates["suite"]["probes"] == [*PROBES.split(","), "parity"]
 
 
+def test_a_kept_report_gets_its_packages_training_statement_and_nothing_else(serial, tmp_path, monkeypatch):
+    """A complete file written before the model card recorded the package's training-set statement (a SevenNet
+    file converted by an older jaxcert) is kept, nothing recomputed, and gets the statement as the model
+    states it now, in ``model`` and ``card``; every other byte of the report stays. A stale statement the
+    model no longer makes is removed the same way."""
+    import shutil
+
+    import jaxcert.specs
+
+    out, _ = serial
+    b = tmp_path / "b"
+    b.mkdir()
+    shutil.copy(out / "lj.json", b / "lj.json")
+    before = _read(b / "lj.json")
+    real = jaxcert.specs.load_model
+    stated = "a package's own words about its training set"
+
+    def stating(spec, *a, **k):
+        m = real(spec, *a, **k)
+        return m.replace(info=(*m.info, ("training_data", stated)))
+
+    monkeypatch.setattr(jaxcert.specs, "load_model", stating)
+    res = run_board("lj", ELEMENTS, b, probes=PROBES)
+    [st] = res.models
+    assert st["status"] == "kept" and st["computed"] == [] and st["refreshed"] == ["training_data"]
+    after = _read(b / "lj.json")
+    assert after["model"]["training_data"] == stated and after["card"]["training_data"] == stated
+    for doc in (before, after):
+        doc["model"].pop("training_data", None)
+        doc["card"].pop("training_data", None)
+    assert after == before  # nothing computed or measured changed
+
+    monkeypatch.setattr(jaxcert.specs, "load_model", real)  # the statement withdrawn: removed again
+    [st] = run_board("lj", ELEMENTS, b, probes=PROBES).models
+    assert st["refreshed"] == ["training_data"]
+    again = _read(b / "lj.json")
+    assert "training_data" not in again["model"] and again["card"]["training_data"] is None
+    [st] = run_board("lj", ELEMENTS, b, probes=PROBES).models  # up to date: the file is not written
+    assert st["status"] == "kept" and "refreshed" not in st
+
 def test_a_toml_entry_with_its_own_dtype(tmp_path):
     """``dtype`` in a TOML entry: that model runs on structures of that dtype, the others on --dtype; a bad
     value is refused before anything runs."""
