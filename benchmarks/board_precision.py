@@ -47,18 +47,18 @@ def main() -> None:
 
     elements, probes = a.elements.split(","), a.probes.split(",")
     res = {"model": a.model, "elements": elements, "probes": probes, "seed": a.seed, "runs": {}}
-    runs = [("float32", f"{a.model}@float32"), ("float64", a.model)]
+    runs = [("float32", f"{a.model}@float32", False), ("float64", a.model, False)]
     if a.exact_w3j:
         if not a.model.startswith("jax-sevennet:"):
             ap.error("--exact-w3j: only for jax-sevennet models")
-        runs.append(("float64, float64 W3j", a.model))
-    for label, spec in runs:
-        if label == "float64, float64 W3j":
+        runs.append(("float64, float64 W3j", a.model, True))
+    for label, spec, exact_w3j in runs:
+        if exact_w3j:  # the last run: set before the model is built, its plans read it
             import numpy as np
 
             from jaxcert.models import sevennet
 
-            sevennet.W3J_DTYPE = np.float64  # before the model is built: its plans read it
+            sevennet.W3J_DTYPE = np.float64
         model = load_model(spec)
         t = time.perf_counter()
         rep = jaxcert.certify(model, elements, probes=probes, seed=a.seed, card=False)
