@@ -9,7 +9,7 @@ run appends ``@float32``.  Both runs use float64 structures and seed 0, as the b
     python benchmarks/board_precision.py --model jax-sevennet:7net-l3i5 --probes cross_maxwell --elements Na,Al,B
 
 ``--exact-w3j`` (SevenNet only) adds a third run: float64 with the W3j constants that the shipped model holds
-in float32 (docs/sevennet.md) computed in float64 (``jaxcert.models.sevennet.W3J_DTYPE``).  What float64
+in float32 (docs/sevennet.md) computed in float64 (the spec option ``w3j-float64``).  What float64
 leaves of a symmetry defect is then split between those constants and the model::
 
     python benchmarks/board_precision.py --model jax-sevennet:7net-0 --probes equivariance --elements Li,C,S --exact-w3j
@@ -51,14 +51,8 @@ def main() -> None:
     if a.exact_w3j:
         if not a.model.startswith("jax-sevennet:"):
             ap.error("--exact-w3j: only for jax-sevennet models")
-        runs.append(("float64, float64 W3j", a.model, True))
-    for label, spec, exact_w3j in runs:
-        if exact_w3j:  # the last run: set before the model is built, its plans read it
-            import numpy as np
-
-            from jaxcert.models import sevennet
-
-            sevennet.W3J_DTYPE = np.float64
+        runs.append(("float64, float64 W3j", f"{a.model}@w3j-float64", True))
+    for label, spec, _ in runs:
         model = load_model(spec)
         t = time.perf_counter()
         rep = jaxcert.certify(model, elements, probes=probes, seed=a.seed, card=False)

@@ -222,8 +222,9 @@ def _edges(s: Structure, cutoff: float, capacity: int | None, flip: bool = False
 
 # ------------------------------------------------------------------------------------------- the network
 def _energy(config: dict[str, Any], params: dict[str, jax.Array], s: Structure, *, modal_idx: int | None,
-            capacity: int | None, type_table: np.ndarray, flip: bool = False) -> jax.Array:
-    """SevenNet's total energy (eV): the operations of ``config`` run in order on a dict of arrays."""
+            capacity: int | None, type_table: np.ndarray, flip: bool = False, w3j: str = "float32") -> jax.Array:
+    """SevenNet's total energy (eV): the operations of ``config`` run in order on a dict of arrays.  ``w3j`` is
+    the precision of the W3j constants of the all-nonzero-l paths (:func:`sevennet`)."""
     dt = s.positions.dtype
     P = {k: (v.astype(dt) if jnp.issubdtype(v.dtype, jnp.floating) else v) for k, v in params.items()}
     n = s.n_atoms
@@ -235,7 +236,7 @@ def _energy(config: dict[str, Any], params: dict[str, jax.Array], s: Structure, 
     data: dict[str, Any] = {"x": jnp.asarray(type_table)[s.numbers]}
     if modal_idx is not None:
         data["modal_type"] = jnp.asarray(modal_idx)
-    ctx = {"r": r, "safe": safe, "j": j, "fmask": fmask, "mask": s.mask, "n": n, "dt": dt}
+    ctx = {"r": r, "safe": safe, "j": j, "fmask": fmask, "mask": s.mask, "n": n, "dt": dt, "w3j": w3j}
     for op in config["ops"]:
         _run_op(op, P, data, ctx)
     return data["inferred_total_energy"]
@@ -273,7 +274,7 @@ def _run_op(op: dict[str, Any], P: dict[str, jax.Array], data: dict[str, Any], c
             del data["self_cont_tmp"]
     elif kind == "convolution":
         data[op["key_x"]] = _convolution(op, P, data[op["key_x"]], data[op["key_filter"]],
-                                         data[op["key_weight"]], j, fmask)
+                                         data[op["key_weight"]], j, fmask, ctx["w3j"])
     elif kind == "gate":
         data[op["key"]] = _gate(op, data[op["key"]])
     elif kind == "rescale":
@@ -296,7 +297,7 @@ def _run_op(op: dict[str, Any], P: dict[str, jax.Array], data: dict[str, Any], c
 
 
 def _convolution(op: dict[str, Any], P: dict[str, jax.Array], x: jax.Array, Y: jax.Array, emb: jax.Array,
-                 j: jax.Array, fmask: jax.Array) -> jax.Array:
+                 j: jax.Array, fmask: jax.Array, w3j: str) -> jax.Array:
     """Σ_j Σ_paths w_e,u · path_weight · CG(x_j,u ⊗ Y_e) into each receiver i, over the denominator."""
     dt = x.dtype
     h = emb
@@ -312,7 +313,7 @@ def _convolution(op: dict[str, Any], P: dict[str, jax.Array], x: jax.Array, Y: j
     xj = x[j]  # (n, k, dim1): the sender's features
     lead = xj.shape[:-1]
     outs: list[jax.Array | None] = [None] * len(iro.entries)
-    for i1, T, w_cols, pieces in _tp_plan(op):
+    for i1, T, w_cols, pieces in _tp_plan(op, w3j):
         # all paths leaving input entry i1 in one contraction: z_euq = Σ_ij x_eui Y_ej T_ijq
         A = jnp.einsum("...j,ijq->...iq", Y, jnp.asarray(T, dt))
         z = jnp.einsum("...ui,...iq->...uq", ir1.block(xj, i1), A)
@@ -327,12 +328,15 @@ def _convolution(op: dict[str, Any], P: dict[str, jax.Array], x: jax.Array, Y: j
     return agg / P[op["denominator"]].reshape(())
 
 
-def _tp_plan(op: dict[str, Any]) -> list[tuple[int, np.ndarray, list[tuple[int, int]], list[tuple[int, int, int]]]]:
+def _tp_plan(op: dict[str, Any], w3j: str = "float32"
+             ) -> list[tuple[int, np.ndarray, list[tuple[int, int]], list[tuple[int, int, int]]]]:
     """Per input entry i1 of a "uvu" product: the stacked CG tensor T (d1, dim2, Q) of all its paths (path
     weights folded in), each path's first column in the per-edge weights and its width 2l+1, and where each
-    path's Q-slice goes: (i_out, q0, 2l+1).  Static (numpy), built once per operation."""
+    path's Q-slice goes: (i_out, q0, 2l+1).  Static (numpy), built once per operation and W3j precision
+    (``w3j``: "float32" as in the shipped models, or "float64"; :func:`sevennet`)."""
+    W3J = np.dtype(w3j).type
     key = json.dumps([op["irreps_in1"], op["irreps_in2"], op["irreps_out"], op["instructions"],
-                      op.get("unfolded_w3j", []), np.dtype(W3J_DTYPE).name])
+                      op.get("unfolded_w3j", []), np.dtype(w3j).name])
     if key in _PLANS:
         return _PLANS[key]
     import e3nn_jax as e3nn
@@ -348,12 +352,12 @@ def _tp_plan(op: dict[str, Any]) -> list[tuple[int, np.ndarray, list[tuple[int, 
             raise NotImplementedError("SevenNet convolutions take one copy of each spherical harmonic")
         cg = np.asarray(e3nn.clebsch_gordan(l1, l2, l3), np.float64)
         if l1 > 0 and l2 > 0 and l3 > 0 and (l1, l2, l3) in unfolded:
-            cg = pw * cg.astype(W3J_DTYPE).astype(np.float64)  # float32 W3j buffer times the exact path weight
+            cg = pw * cg.astype(W3J).astype(np.float64)  # float32 W3j buffer times the exact path weight
         elif l1 > 0 and l2 > 0 and l3 > 0:
             # e3nn's compiled tensor product holds path_weight·W3j for these paths as float32 constants
             # (folded in float32 when the shipped model was built; a float64 copy upcasts them); paths with an
             # l = 0 member use exact 1/√(2l+1) factors instead.  Same constants here, in both precisions.
-            cg = (W3J_DTYPE(pw) * cg.astype(W3J_DTYPE)).astype(np.float64)
+            cg = (W3J(pw) * cg.astype(W3J)).astype(np.float64)
         else:
             cg = pw * cg
         plan_by_i1.setdefault(i1, []).append((off2, d2, io, d3, cg, np.arange(w_off, w_off + mu)))
@@ -376,12 +380,6 @@ def _tp_plan(op: dict[str, Any]) -> list[tuple[int, np.ndarray, list[tuple[int, 
 
 
 _PLANS: dict[str, Any] = {}
-
-#: The precision of the W3j constants of the paths whose l's are all non-zero: float32, as e3nn folded them
-#: in the shipped models (docs/sevennet.md).  ``benchmarks/board_precision.py --exact-w3j`` sets float64 to
-#: measure what those float32 constants cost a float64 model (docs/board.md, SevenNet-0); a model built so
-#: is no longer the shipped one.
-W3J_DTYPE: type = np.float32
 
 
 def _activate(x: jax.Array, specs: list[dict]) -> list[jax.Array]:
@@ -421,7 +419,7 @@ def _gate(op: dict[str, Any], x: jax.Array) -> jax.Array:
 # ------------------------------------------------------------------------------------------- factory
 def sevennet(checkpoint: str = "7net-0", modal: str | None = None, path: str | None = None,
              capacity: int | None = DEFAULT_CAPACITY, precision: str | None = None,
-             max_batch: int | None = DEFAULT_MAX_BATCH, _flip_edges: bool = False) -> Model:
+             max_batch: int | None = DEFAULT_MAX_BATCH, w3j: str = "float32", _flip_edges: bool = False) -> Model:
     """SevenNet as a native JAX :class:`jaxcert.Model` (``docs/sevennet.md``).
 
     Args:
@@ -437,14 +435,21 @@ def sevennet(checkpoint: str = "7net-0", modal: str | None = None, path: str | N
         The default 32 bounds a probe program's working memory to about 1 GB on 13-atom clusters
         (about 27 MB per energy+forces evaluation in float32, from XLA's memory analysis); ``None`` lets
         whole probe batches run at once, which needs more than 24 GB for the default suite.
+      w3j: the precision of the W3j constants of the paths whose l's are all non-zero.  "float32" (default)
+        is the shipped model: e3nn folded them in float32, and float64 SevenNet keeps an equivariance floor
+        from them.  "float64" computes them in float64, to measure what that floor costs
+        (``benchmarks/board_precision.py --exact-w3j``; docs/sevennet.md "Constants"); such a model is not the
+        shipped one, and its ``info`` says so (``w3j``).
 
     Raises:
-      ValueError: an unknown ``modal``/``precision``, or "float64" without x64.
+      ValueError: an unknown ``modal``/``precision``/``w3j``, or "float64" without x64.
       SevenNetUnavailable: e3nn-jax is missing, or the weights are not converted and sevenn/torch are
         not installed to convert them (the message says what to install).
     """
     if precision not in (None, "float32", "float64"):
         raise ValueError(f"precision must be 'float32', 'float64' or None, got {precision!r}")
+    if w3j not in ("float32", "float64"):
+        raise ValueError(f"w3j must be 'float32' or 'float64', got {w3j!r}")
     if precision == "float64" and not jax.config.read("jax_enable_x64"):
         raise ValueError("precision float64 needs JAX's x64 mode (the CLI enables it with --dtype float64)")
     if importlib.util.find_spec("e3nn_jax") is None:
@@ -475,7 +480,8 @@ def sevennet(checkpoint: str = "7net-0", modal: str | None = None, path: str | N
         out = s.positions.dtype
         if precision is not None:
             s = s.replace(positions=s.positions.astype(precision), cell=s.cell.astype(precision))
-        E = _energy(config, prm, s, modal_idx=modal_idx, capacity=capacity, type_table=table, flip=_flip_edges)
+        E = _energy(config, prm, s, modal_idx=modal_idx, capacity=capacity, type_table=table, flip=_flip_edges,
+                    w3j=w3j)
         return E.astype(out)
 
     src = config.get("source", {})
@@ -484,21 +490,24 @@ def sevennet(checkpoint: str = "7net-0", modal: str | None = None, path: str | N
             ("source", f"{src.get('package')} {src.get('checkpoint_file')} sha256 {src.get('checkpoint_sha256')}"),
             ("weights", path), ("capacity", str(capacity)), ("precision", str(precision or "structure dtype")),
             ("parameters", str(config.get("n_parameters"))))
-    if np.dtype(W3J_DTYPE) != np.float32:  # not the shipped model: say so (and key its programs apart)
-        info += (("w3j", f"{np.dtype(W3J_DTYPE).name}, not the shipped float32 constants"),)
+    if w3j != "float32":  # not the shipped model: say so (and key its programs apart)
+        info += (("w3j", f"{w3j}, not the shipped float32 constants"),)
     if src.get("training_data"):  # what the checkpoint's config states (jaxcert_bridges.convert; model card)
         info += (("training_data", f"SevenNet checkpoint config: {src['training_data']}"),)
-    name = f"jax-sevennet-{checkpoint}" + (f"-{modal}" if modal else "") + (f"@{precision}" if precision else "")
+    name = (f"jax-sevennet-{checkpoint}" + (f"-{modal}" if modal else "") + (f"@{precision}" if precision else "")
+            + ("+w3j-float64" if w3j != "float32" else ""))
     return Model(energy_fn, params=params, name=name, cutoff=float(config["cutoff"]),
                  elements=tuple(sorted(type_map)), info=info, max_batch=max_batch)
 
 
 def from_spec(args: str, options: list[str]) -> Model:
-    """The CLI spec ``jax-sevennet:CHECKPOINT[:MODAL][@float32|@float64]`` (``jaxcert.models.from_spec``).
+    """The CLI spec ``jax-sevennet:CHECKPOINT[:MODAL][@float32|@float64][,w3j-float64]``
+    (``jaxcert.models.from_spec``).
 
     ``args`` is what follows ``jax-sevennet:`` ("7net-0", "7net-mf-0:PBE"; empty means "7net-0"),
-    ``options`` the comma-separated words after ``@``: "float32" or "float64" (the network's precision,
-    see :func:`sevennet`).  docs/sevennet.md "Command line".
+    ``options`` the comma-separated words after ``@``: "float32" or "float64" (the network's precision),
+    and "w3j-float64" (W3j constants in float64: not the shipped model), see :func:`sevennet`.
+    docs/sevennet.md "Command line".
 
     Raises:
       ValueError: an unknown checkpoint, modal or option (the message lists the valid ones).
@@ -509,11 +518,14 @@ def from_spec(args: str, options: list[str]) -> Model:
         raise ValueError(f"unknown SevenNet checkpoint {checkpoint!r}; shipped: {', '.join(SHIPPED)}")
     if ":" in modal:
         raise ValueError(f"too many ':' fields in jax-sevennet:{args}; expected CHECKPOINT[:MODAL]")
-    precision = None
+    precision, w3j = None, "float32"
     for o in options:
+        if o == "w3j-float64":
+            w3j = "float64"
+            continue
         if o not in ("float32", "float64"):
-            raise ValueError(f"unknown option {o!r} for jax-sevennet (float32, float64)")
+            raise ValueError(f"unknown option {o!r} for jax-sevennet (float32, float64, w3j-float64)")
         if precision is not None and o != precision:
             raise ValueError(f"conflicting options {precision!r} and {o!r}")
         precision = o
-    return sevennet(checkpoint, modal=modal or None, precision=precision)
+    return sevennet(checkpoint, modal=modal or None, precision=precision, w3j=w3j)

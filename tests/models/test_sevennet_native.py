@@ -80,17 +80,28 @@ def _rotation_residual(m):
     return float(np.abs(np.asarray(F2) - np.asarray(F) @ Q.T).max())
 
 
-def test_float64_equivariance_residual_is_the_shipped_float32_w3j(model, monkeypatch):
+def test_float64_equivariance_residual_is_the_shipped_float32_w3j(model):
     """In float64 the shipped model keeps a rotation residual far above float64 round-off: its W3j constants
-    are float32 (docs/sevennet.md).  The same model with float64 constants (``W3J_DTYPE``, what
+    are float32 (docs/sevennet.md).  The same model with float64 constants (``w3j="float64"``, what
     benchmarks/board_precision.py --exact-w3j measures) sits at round-off, and says in its info that it is
-    not the shipped model."""
+    not the shipped model.  The shipped model built before it is not changed by it."""
+    weights = dict(model.info)["weights"]
     shipped = _rotation_residual(model)
-    monkeypatch.setattr(SN, "W3J_DTYPE", np.float64)
-    exact_model = SN.sevennet("7net-0", path=dict(model.info)["weights"])
+    exact_model = SN.sevennet("7net-0", path=weights, w3j="float64")
     exact = _rotation_residual(exact_model)
     assert shipped > 1e-11 and exact < 1e-12 and shipped > 100 * exact, (shipped, exact)
     assert "w3j" not in dict(model.info) and dict(exact_model.info)["w3j"].startswith("float64")
+    assert _rotation_residual(SN.sevennet("7net-0", path=weights)) == shipped  # nothing global changed
+
+
+def test_w3j_spec_option_and_bad_value(model):
+    """The spec option ``w3j-float64`` builds the float64-W3j model; a bad ``w3j`` is a ValueError naming it."""
+    m = SN.from_spec("7net-0", ["w3j-float64"])
+    assert dict(m.info)["w3j"].startswith("float64") and m.name.endswith("+w3j-float64")
+    with pytest.raises(ValueError, match="w3j"):
+        SN.sevennet("7net-0", w3j="float16")
+    with pytest.raises(ValueError, match="unknown option 'w3j64'.*w3j-float64"):
+        SN.from_spec("7net-0", ["w3j64"])
 
 def test_padding_and_vmap_equal_single_calls(model):
     """Two 13-atom clusters padded to 16 and vmapped equal the single calls; padding atoms get zero force."""
