@@ -277,14 +277,23 @@ def certify_entry(entry: BoardEntry, settings: dict[str, Any]) -> dict[str, Any]
             return {"name": entry.name, "spec": entry.spec, "defects": list(entry.defects), "status": "kept",
                     "file": path, "computed": [], "kept": kept, "gates_ok": all(doc["aggregate"]["gates"].values()),
                     "wall_s": time.perf_counter() - t0, **({"refreshed": refreshed} if refreshed else {})}
+    progress = None
+    if settings.get("progress"):  # serial runs: one line (or a bar on a terminal) per probe of this model
+        from jaxcert.progress import PROBE_WEIGHTS, StepProgress
+
+        progress = StepProgress(names, PROBE_WEIGHTS, label=entry.name, done=kept)
     try:
         report = certify(model, settings["elements"], probes=names, seed=settings["seed"], dtype=dtype,
                          agg=settings["agg"], skip_unsupported=True, finished=finished,
                          on_probe=lambda rep: write_report(rep, path, complete=False),
-                         throughput=settings["throughput"], md_kept=kept_md(path) if kept else None)
+                         throughput=settings["throughput"], md_kept=kept_md(path) if kept else None,
+                         progress=progress)
         write_report(report, path, complete=True)
     except Exception as err:  # noqa: BLE001 - a crash of one model is its row; the board goes on
         return _fail(entry, "certify", f"{type(err).__name__}: {str(err).strip()}", t0)
+    finally:
+        if progress is not None:
+            progress.close()
     gates = report.aggregate()["gates"]
     crashed = [o.name for o in report.outcomes if "error" in o.status]
     status = {"name": entry.name, "spec": entry.spec, "defects": list(entry.defects), "status": "ok", "file": path,
@@ -353,7 +362,8 @@ def _run_dask(entries: list[BoardEntry], settings: dict[str, Any], workers: int 
 def run_board(models: str | Sequence[str | BoardEntry], elements: str | Sequence[str], out: str | os.PathLike,
               probes: str | Sequence[str] = "all", seed: int = 0, dtype: str = "float64", agg: str = "geometric",
               throughput: bool = True, workers: int | None = None, scheduler: str | None = None,
-              client: Any = None, on_model: Callable[[dict[str, Any]], None] | None = None) -> BoardResult:
+              client: Any = None, on_model: Callable[[dict[str, Any]], None] | None = None,
+              progress: bool = False) -> BoardResult:
     """Certify every model into ``out/<name>.json`` (resumable), then write ``out/board.json`` and
     ``out/index.html`` (module docstring; docs/board.md).
 
@@ -370,6 +380,8 @@ def run_board(models: str | Sequence[str | BoardEntry], elements: str | Sequence
       client: an existing ``distributed.Client`` (overrides both; not closed here).
       on_model: called in this process with each model's status as it finishes (a progress display; an
         exception raised there stops the board, and a rerun resumes it).
+      progress: in a serial run, show each model's probes as they run on stderr (:class:`jaxcert.progress.
+        StepProgress`: a bar on a terminal, one line per probe in a log); on Dask, only ``on_model`` reports.
 
     Raises:
       InputError: bad models, elements, probes, seed, dtype, workers or output folder (before anything runs).
@@ -400,7 +412,8 @@ def run_board(models: str | Sequence[str | BoardEntry], elements: str | Sequence
     cache = jax.config.jax_compilation_cache_dir
     settings = {"elements": els, "probes": names, "seed": seed, "dtype": dtype, "agg": agg, "out": folder,
                 "throughput": bool(throughput), "x64": bool(jax.config.jax_enable_x64),
-                "cache": os.path.dirname(cache) if cache else None}
+                "cache": os.path.dirname(cache) if cache else None,
+                "progress": bool(progress) and workers is None and scheduler is None and client is None}
     report = on_model if on_model is not None else (lambda status: None)
     if workers is None and scheduler is None and client is None:
         statuses = []
@@ -479,8 +492,10 @@ def _page(board: dict[str, Any], page: str | None) -> str:
     return page.replace("</body>", extra + "</body>")
 
 
-def main_progress(status: dict[str, Any], k: int, n: int, stream: Any = sys.stderr) -> None:
-    """One line per finished model for a terminal or a log (used by ``jaxcert board``)."""
+def main_progress(status: dict[str, Any], k: int, n: int, stream: Any = None) -> None:
+    """One line per finished model for a terminal or a log (used by ``jaxcert board``); ``stream`` defaults
+    to the ``sys.stderr`` of the moment of the call."""
+    stream = sys.stderr if stream is None else stream
     if status["status"] == "failed":
         text = f"FAILED ({status['stage']}): {status['reason'][:200]}"
     elif status["status"] == "kept":

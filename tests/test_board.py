@@ -137,9 +137,14 @@ def test_gate_exit_codes(tmp_path, capsys):
     argv = ["board", "--models", str(toml), "--elements", "Si", "--probes", "conservativeness", "--out",
             str(tmp_path / "b"), "--no-throughput"]
     assert main(argv) == 1
-    assert "gates failed: lj-curl (exit 1)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "gates failed: lj-curl (exit 1)" in err
+    assert "[1/1] lj-curl conservativeness · elapsed" in err  # the serial run shows its probes as they run
     assert main([*argv, "--no-fail-on-gate"]) == 0  # the finished file is kept; only the exit code changes
-    capsys.readouterr()
+    assert "conservativeness · elapsed" not in capsys.readouterr().err  # nothing ran, nothing shown
+    assert main([*argv, "--no-fail-on-gate", "--probes", "conservativeness,parity", "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "parity · elapsed" not in err and "1 probes computed, 1 kept" in err  # --quiet: the model's line only
     assert main([*argv, "--no-fail-on-gate", "--seed", "1"]) == 1  # the file is another run's: a failed row
     [failed] = _read(tmp_path / "b" / "board.json")["failed"]
     assert failed["stage"] == "resume" and "seed = 0, this run has 1" in failed["reason"]

@@ -30,7 +30,7 @@ def cmd_board(a: argparse.Namespace) -> int:
 
     res = run_board(entries, a.elements, a.out, probes="all" if a.probes is None else a.probes, seed=a.seed,
                     dtype=a.dtype, agg=a.agg, throughput=not a.no_throughput, workers=a.workers,
-                    scheduler=a.scheduler, on_model=show)
+                    scheduler=a.scheduler, on_model=show, progress=not a.quiet)
     width = max(shutil.get_terminal_size((110, 24)).columns, MIN_WIDTH)
     if res.board["rows"]:
         print(board_table(res.board, width=width))
@@ -71,6 +71,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "every worker sees at the same path")
     c.add_argument("--no-throughput", action="store_true",
                    help="do not measure throughput (the short NVE run per model; docs/board.md)")
+    c.add_argument("--quiet", action="store_true", help="no per-probe progress (serial runs show each model's "
+                   "probes as they run; the one line per finished model stays)")
     c.add_argument("--no-fail-on-gate", action="store_true", help="exit 0 even when a gate fails (a model that "
                    "failed to run still exits 1)")
     c.set_defaults(fn=cmd_board)
