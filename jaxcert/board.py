@@ -229,7 +229,8 @@ def _refresh_statements(doc: dict[str, Any], model: Any, path: str) -> list[str]
     return sorted(set(changed))
 
 
-def certify_entry(entry: BoardEntry, settings: dict[str, Any]) -> dict[str, Any]:
+def certify_entry(entry: BoardEntry, settings: dict[str, Any],
+                  progress: Callable[[str, list[str], list[str]], Any] | None = None) -> dict[str, Any]:
     """Certify one model into ``settings["out"]/<name>.json`` (resumable) and return its status:
     ``status`` ("ok", "kept": the complete file was reused, nothing recomputed, or "failed" with ``stage``
     and ``reason``), ``computed`` and ``kept`` (probe names), ``gates_ok``, ``file`` and ``wall_s``; a kept
@@ -237,6 +238,8 @@ def certify_entry(entry: BoardEntry, settings: dict[str, Any]) -> dict[str, Any]
 
     Runs in this process or on a dask worker (``settings`` is plain data; :func:`run_board` makes it).  Never
     raises for a model's own failure: loading, a file of another run and a crash are returned as "failed".
+    ``progress`` (serial runs) makes the display of this model's probes: ``progress(name, probes, kept)``
+    returns certify's ``progress`` callback (:func:`run_board`).
     """
     t0 = time.perf_counter()
     import jax
@@ -277,23 +280,19 @@ def certify_entry(entry: BoardEntry, settings: dict[str, Any]) -> dict[str, Any]
             return {"name": entry.name, "spec": entry.spec, "defects": list(entry.defects), "status": "kept",
                     "file": path, "computed": [], "kept": kept, "gates_ok": all(doc["aggregate"]["gates"].values()),
                     "wall_s": time.perf_counter() - t0, **({"refreshed": refreshed} if refreshed else {})}
-    progress = None
-    if settings.get("progress"):  # serial runs: one line (or a bar on a terminal) per probe of this model
-        from jaxcert.progress import PROBE_WEIGHTS, StepProgress
-
-        progress = StepProgress(names, PROBE_WEIGHTS, label=entry.name, done=kept)
+    display = progress(entry.name, names, kept) if progress is not None else None
     try:
         report = certify(model, settings["elements"], probes=names, seed=settings["seed"], dtype=dtype,
                          agg=settings["agg"], skip_unsupported=True, finished=finished,
                          on_probe=lambda rep: write_report(rep, path, complete=False),
                          throughput=settings["throughput"], md_kept=kept_md(path) if kept else None,
-                         progress=progress)
+                         progress=display)
         write_report(report, path, complete=True)
     except Exception as err:  # noqa: BLE001 - a crash of one model is its row; the board goes on
         return _fail(entry, "certify", f"{type(err).__name__}: {str(err).strip()}", t0)
     finally:
-        if progress is not None:
-            progress.close()
+        if display is not None and hasattr(display, "close"):
+            display.close()
     gates = report.aggregate()["gates"]
     crashed = [o.name for o in report.outcomes if "error" in o.status]
     status = {"name": entry.name, "spec": entry.spec, "defects": list(entry.defects), "status": "ok", "file": path,
@@ -363,7 +362,7 @@ def run_board(models: str | Sequence[str | BoardEntry], elements: str | Sequence
               probes: str | Sequence[str] = "all", seed: int = 0, dtype: str = "float64", agg: str = "geometric",
               throughput: bool = True, workers: int | None = None, scheduler: str | None = None,
               client: Any = None, on_model: Callable[[dict[str, Any]], None] | None = None,
-              progress: bool = False) -> BoardResult:
+              progress: Callable[[str, list[str], list[str]], Any] | None = None) -> BoardResult:
     """Certify every model into ``out/<name>.json`` (resumable), then write ``out/board.json`` and
     ``out/index.html`` (module docstring; docs/board.md).
 
@@ -380,8 +379,9 @@ def run_board(models: str | Sequence[str | BoardEntry], elements: str | Sequence
       client: an existing ``distributed.Client`` (overrides both; not closed here).
       on_model: called in this process with each model's status as it finishes (a progress display; an
         exception raised there stops the board, and a rerun resumes it).
-      progress: in a serial run, show each model's probes as they run on stderr (:class:`jaxcert.progress.
-        StepProgress`: a bar on a terminal, one line per probe in a log); on Dask, only ``on_model`` reports.
+      progress: in a serial run, ``progress(name, probes, kept)`` makes the display of one model's probes
+        (certify's ``progress`` callback; ``jaxcert board`` passes a :class:`jaxcert.progress.StepProgress`
+        factory); on Dask it is not used and only ``on_model`` reports.
 
     Raises:
       InputError: bad models, elements, probes, seed, dtype, workers or output folder (before anything runs).
@@ -412,13 +412,12 @@ def run_board(models: str | Sequence[str | BoardEntry], elements: str | Sequence
     cache = jax.config.jax_compilation_cache_dir
     settings = {"elements": els, "probes": names, "seed": seed, "dtype": dtype, "agg": agg, "out": folder,
                 "throughput": bool(throughput), "x64": bool(jax.config.jax_enable_x64),
-                "cache": os.path.dirname(cache) if cache else None,
-                "progress": bool(progress) and workers is None and scheduler is None and client is None}
+                "cache": os.path.dirname(cache) if cache else None}
     report = on_model if on_model is not None else (lambda status: None)
     if workers is None and scheduler is None and client is None:
         statuses = []
         for e in entries:
-            statuses.append(certify_entry(e, settings))
+            statuses.append(certify_entry(e, settings, progress))
             report(statuses[-1])
     else:
         statuses = _run_dask(entries, settings, workers, scheduler, client, report)

@@ -11,6 +11,7 @@ import sys
 
 from jaxcert.board import main_progress, parse_models, run_board
 from jaxcert.cli._common import set_dtype
+from jaxcert.progress import PROBE_WEIGHTS, StepProgress
 from jaxcert.report.compare import MIN_WIDTH, board_table
 
 __all__ = ["cmd_board", "register"]
@@ -28,9 +29,12 @@ def cmd_board(a: argparse.Namespace) -> int:
         done[0] += 1
         main_progress(status, done[0], n)
 
+    def display(name, probes, kept):  # a serial run: each model's probes as they run (docs/board.md)
+        return StepProgress(probes, PROBE_WEIGHTS, label=name, done=kept)
+
     res = run_board(entries, a.elements, a.out, probes="all" if a.probes is None else a.probes, seed=a.seed,
                     dtype=a.dtype, agg=a.agg, throughput=not a.no_throughput, workers=a.workers,
-                    scheduler=a.scheduler, on_model=show, progress=not a.quiet)
+                    scheduler=a.scheduler, on_model=show, progress=None if a.quiet else display)
     width = max(shutil.get_terminal_size((110, 24)).columns, MIN_WIDTH)
     if res.board["rows"]:
         print(board_table(res.board, width=width))
