@@ -29,7 +29,8 @@ def cmd_board(a: argparse.Namespace) -> int:
         done[0] += 1
         main_progress(status, done[0], n)
 
-    def display(name, probes, kept):  # a serial run: each model's probes as they run (docs/board.md)
+    # a serial run: each model's probes as they run (docs/board.md)
+    def display(name: str, probes: list[str], kept: list[str]) -> StepProgress:
         return StepProgress(probes, PROBE_WEIGHTS, label=name, done=kept)
 
     res = run_board(entries, a.elements, a.out, probes="all" if a.probes is None else a.probes, seed=a.seed,
