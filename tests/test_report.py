@@ -75,8 +75,10 @@ def test_table_has_a_legend_counts_gates_honestly_and_explains_only_on_request(r
     assert "Target:" in text and "Gate: PASS/FAIL" in text and "--explain" in text
     assert "what each probe tests (identity" not in text  # the sentences only on request
     agg = report.aggregate()
-    assert (f"gates {agg['gates_passed']}/{agg['gates_total']} passed ({agg['gates_total']} of "
-            f"{len(report.outcomes)} probes are gated)") in " ".join(text.splitlines())
+    ref = agg["gates_by_profile"]["reference"]
+    assert (f"gates {agg['gates_passed']}/{agg['gates_total']} passed (exact profile, {report.precision} floor; "
+            f"reference {ref['passed']}/{ref['total']}; {agg['gates_total']} of {len(report.outcomes)} probes "
+            "gated)") in " ".join(text.splitlines())
     assert max(len(line) for line in text.splitlines() if not line.startswith("|")) <= 100
 
 
@@ -116,7 +118,9 @@ def test_defect_stderr_is_combined_over_elements_and_printed(report):
     p = d[target.name]
     assert p["defect_stderr"] == pytest.approx(math.sqrt(sum(v * v for v in se)) / len(se))
     assert [p["per_element"][el]["defect_stderr"] for el in target.elements] == se
-    assert set(p) == before[target.name] | {"defect_stderr"}  # an addition; no existing key changes
+    # an addition; no existing key changes; the noise floor an exact model shows comes with the stderr
+    assert set(p) == before[target.name] | {"defect_stderr", "noise_floor"}
+    assert p["noise_floor"] == pytest.approx(math.sqrt(2 / math.pi) * np.mean(se))
     assert set(d[rep.outcomes[0].name]) == before[rep.outcomes[0].name]  # no stderr, no key
     shown = format_defect(p["defect"], p["defect_stderr"])
     assert " ± " in shown

@@ -32,17 +32,21 @@ import platform
 import textwrap
 from typing import Any
 
+import numpy as np
+
+from jaxcert.report import gates as gate_profiles
 from jaxcert.report.explain import wrapped
 from jaxcert.report.html import render_report
 from jaxcert.report.schema import REPORT_SCHEMA
 from jaxcert.report.summary import (
-    NOT_RUN,
     UNSUPPORTED,
     combine_scores,
     combined_stderr,
     compilation_line,
     element_stderr,
     format_defect,
+    mean_noise_floor,
+    noise_floor,
     to_jsonable,
 )
 
@@ -65,6 +69,11 @@ def probe_stderr(outcome: Any) -> tuple[float | None, list[float | None]] | None
     if all(se is None for se in per):
         return None
     return combined_stderr(outcome.defect, per), per
+
+
+def _mean_floor(outcome: Any, se: tuple[float | None, list[float | None]] | None) -> float | None:
+    """The noise floor of a statistical probe's element-mean defect (:func:`mean_noise_floor`), else ``None``."""
+    return None if se is None else mean_noise_floor(outcome.defect, se[1])
 
 
 def throughput_line(t: dict[str, Any]) -> str:
@@ -114,18 +123,68 @@ class Report:
     throughput: dict[str, Any] | None = None
     #: what the run traced, lowered, compiled and loaded from caches (``jaxcert.core.compilation``)
     compilation: dict[str, Any] | None = None
+    #: the gate profile of the verdicts (:mod:`jaxcert.report.gates`): ``"exact"`` (default) or ``"reference"``
+    profile: str = gate_profiles.DEFAULT_PROFILE
 
     @classmethod
     def from_outcomes(cls, model, elements, seed, dtype, agg, outcomes, wall_s,
                       machine: dict[str, Any] | None = None, card: dict[str, Any] | None = None,
                       throughput: dict[str, Any] | None = None,
-                      compilation: dict[str, Any] | None = None) -> Report:
+                      compilation: dict[str, Any] | None = None,
+                      profile: str = gate_profiles.DEFAULT_PROFILE) -> Report:
         info = {"name": model.name, "cutoff": model.cutoff if not callable(model.cutoff) else "per composition",
                 "conservative_forces": model.conservative_forces, "stress_head": model.stress_fn is not None}
         info.update(dict(model.info))
         return cls(model=info, elements=list(elements), seed=seed, dtype=dtype, agg=agg, outcomes=list(outcomes),
                    wall_s=wall_s, machine=dict(machine or {}), card=card, throughput=throughput,
-                   compilation=compilation)
+                   compilation=compilation, profile=gate_profiles.check_profile(profile, "profile"))
+
+    # ---------------------------------------------------------------- verdicts
+    @property
+    def precision(self) -> str:
+        """The model's compute precision, which sets the exact profile's floor (:func:`gates.model_precision`)."""
+        return gate_profiles.model_precision(self.model, self.card, self.dtype)
+
+    def with_profile(self, profile: str) -> Report:
+        """The same results judged under another gate profile (nothing is recomputed)."""
+        return dataclasses.replace(self, profile=gate_profiles.check_profile(profile, "profile"))
+
+    def verdicts(self, profile: str | None = None) -> dict[str, list[gate_profiles.Verdict]]:
+        """Probe → one :class:`~jaxcert.report.gates.Verdict` per element (or structure), recomputed from the
+        stored defects and details under ``profile`` (default: the report's)."""
+        profile = self.profile if profile is None else gate_profiles.check_profile(profile, "profile")
+        prec = self.precision
+        out = {}
+        for o in self.outcomes:
+            details = o.details_json()
+            out[o.name] = [gate_profiles.judge(o.name, o.defect[k], details[k], o.status[k], profile, prec,
+                                               message=o.message) for k in range(len(o.elements))]
+        return out
+
+    def probe_gates(self, profile: str | None = None) -> dict[str, bool | None]:
+        """Probe → its gate under ``profile``: every element that ran passed (``None``: not gated, or nothing ran)."""
+        out = {}
+        for name, vs in self.verdicts(profile).items():
+            judged = [v.passed for v in vs if v.passed is not None]
+            out[name] = all(judged) if judged else None
+        return out
+
+    def failures(self, profile: str | None = None) -> list[str]:
+        """One line per (probe, element) whose gate failed or that crashed: "probe [El]: reason"."""
+        return [f"{name} [{el}]: {v.reason}" for o in self.outcomes
+                for name, vs in [(o.name, self.verdicts(profile)[o.name])]
+                for el, v in zip(o.elements, vs, strict=True) if v.passed is False]
+
+    def skips(self) -> list[str]:
+        """One line per probe that did not run on some element: "probe [El, ...]: reason"."""
+        lines = []
+        for o in self.outcomes:
+            by_reason: dict[str, list[str]] = {}
+            for el, v in zip(o.elements, self.verdicts()[o.name], strict=True):
+                if v.passed is None and v.reason:
+                    by_reason.setdefault(v.reason, []).append(el)
+            lines += [f"{o.name} [{', '.join(els)}]: {why}" for why, els in by_reason.items()]
+        return lines
 
     # ---------------------------------------------------------------- numbers
     def probe(self, name: str) -> dict[str, Any]:
@@ -138,7 +197,9 @@ class Report:
     def aggregate(self) -> dict[str, Any]:
         sums = {o.name: o.summary() for o in self.outcomes}
         sub = {k: v["score"] for k, v in sums.items()}
-        gates = {k: v["gate"] for k, v in sums.items() if v["gate"] is not None}
+        by_profile = {p: self.probe_gates(p) for p in gate_profiles.PROFILES}
+        gates = {k: v for k, v in by_profile[self.profile].items() if v is not None}
+        skipped = [o.name for o in self.outcomes if sums[o.name]["status"] == "skipped"]
         per_el = {}
         for el in self.elements:  # by row label: a probe on named structures (lam) has no element rows
             per_el[el] = combine_scores([float(o.score[o.elements.index(el)]) for o in self.outcomes
@@ -151,6 +212,10 @@ class Report:
             "n_evals": int(sum(v["n_evals"] for v in sums.values())),
             "sub_scores": sub,
             "gates": gates,
+            "gate_profile": self.profile,
+            "gates_by_profile": {p: {"passed": int(sum(bool(v) for v in g.values() if v is not None)),
+                                     "total": sum(v is not None for v in g.values())} for p, g in by_profile.items()},
+            "skipped_probes": skipped,
             "per_element_overall": per_el,
             **self._host_totals(),
         }
@@ -169,21 +234,31 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         probes = []
+        verdicts = {p: self.verdicts(p) for p in gate_profiles.PROFILES}
+        probe_gates = {p: self.probe_gates(p) for p in gate_profiles.PROFILES}
         for o in self.outcomes:
             s = o.summary()
             se = probe_stderr(o)
             details = o.details_json()
+            mine = verdicts[self.profile][o.name]
             per = {
                 el: {
-                    "defect": o.defect[k], "score": o.score[k],
-                    "gate": bool(o.gate[k]) if o.gated and o.status[k] not in NOT_RUN else None,
+                    "defect": o.defect[k], "score": o.score[k], "gate": mine[k].passed,
+                    "gates": {p: verdicts[p][o.name][k].passed for p in gate_profiles.PROFILES},
+                    "gate_threshold": mine[k].threshold or None, "reason": mine[k].reason,
                     "n_evals": int(o.n_evals[k]), "status": o.status[k], "details": details[k],
                     **({"defect_stderr": se[1][k]} if se is not None else {}),
+                    **({"noise_floor": noise_floor(se[1][k])} if se is not None else {}),
                 }
                 for k, el in enumerate(o.elements)
             }
+            floor = _mean_floor(o, se)
             probes.append({
-                "name": o.name, "target": o.target, "defect": s["defect"], "score": s["score"], "gate": s["gate"],
+                "name": o.name, "target": o.target, "defect": s["defect"], "score": s["score"],
+                "gate": probe_gates[self.profile][o.name],
+                "gates": {p: probe_gates[p][o.name] for p in gate_profiles.PROFILES},
+                "reasons": [f"{el}: {v.reason}" for el, v in zip(o.elements, mine, strict=True) if v.reason],
+                **({"noise_floor": floor} if floor is not None else {}),
                 **({"defect_stderr": se[0]} if se is not None else {}),
                 "n_evals": s["n_evals"], "status": s["status"], "wall_s": o.wall_s, "message": o.message,
                 **({"host_evaluations": o.host_evals} if getattr(o, "host_evals", None) is not None else {}),
@@ -193,7 +268,8 @@ class Report:
             })
         return to_jsonable({
             "schema": SCHEMA, "model": self.model, "elements": self.elements, "seed": self.seed,
-            "dtype": self.dtype, "versions": self.versions, "machine": self.machine, "wall_time_s": self.wall_s,
+            "dtype": self.dtype, "precision": self.precision, "gate_profile": self.profile,
+            "versions": self.versions, "machine": self.machine, "wall_time_s": self.wall_s,
             "probes": probes, "aggregate": self.aggregate(),
             **({"card": self.card} if self.card is not None else {}),
             **({"throughput": self.throughput} if self.throughput is not None else {}),
@@ -219,6 +295,7 @@ class Report:
         and are scored only (docs/probes.md §3).
         """
         rows = [("Probe", "Target", "Defect", "Score", "Evals", "Gate")]
+        probe_gates = self.probe_gates()
         for o in self.outcomes:
             s = o.summary()
             if s["status"] == "skipped":
@@ -229,7 +306,8 @@ class Report:
                 se = probe_stderr(o)
                 d = format_defect(s["defect"], se[0] if se is not None else None)
                 sc = f"{s['score']:.3f}"
-            gate = "" if s["gate"] is None else ("PASS" if s["gate"] else "FAIL")
+            g = probe_gates[o.name]
+            gate = "" if g is None else ("PASS" if g else "FAIL")
             rows.append((o.name, f"{o.target:g}", d, sc, str(s["n_evals"]), gate))
         widths = [max(len(r[c]) for r in rows) for c in range(6)]
         lines = []
@@ -242,9 +320,12 @@ class Report:
         lines += textwrap.wrap(LEGEND, width=width)
         lines.append("")
         lines += textwrap.wrap(
-            f"overall {a['overall']:.4f} ({a['method']}) · gates {a['gates_passed']}/{a['gates_total']} passed "
-            f"({a['gates_total']} of {len(self.outcomes)} probes are gated) · "
+            f"overall {a['overall']:.4f} ({a['method']}) · {self.gates_line(a)} · "
             f"{a['n_evals']} model evaluations · {self.wall_s:.1f} s", width=width)
+        for mark, found in (("FAIL", self.failures()), ("skip", self.skips())):
+            for line in found:
+                lines += textwrap.wrap(f"{mark} {line}", width=width, initial_indent="  ", subsequent_indent="      ")
+        lines += self._floor_lines(width)
         if self.compilation:
             lines += textwrap.wrap(compilation_line(self.compilation), width=width)
         if "host_evaluations" in a:
@@ -263,9 +344,6 @@ class Report:
         if unsupported:
             lines.append(f"not run (the model has no parameters for them; --skip-unsupported): "
                          f"{', '.join(unsupported)}")
-        for o in self.outcomes:
-            if o.message and o.summary()["status"] in ("error", "skipped"):
-                lines.append(f"  {o.name}: {o.message}")
         for o in self.outcomes:  # what the model's own package said while this probe ran (bridged models)
             for k, el in enumerate(o.elements):
                 for text in (o.details[k].get("model_notes", ()) if isinstance(o.details[k], dict) else ()):
@@ -279,6 +357,36 @@ class Report:
         if why:
             lines += [""] + why
         return "\n".join(lines)
+
+    def gates_line(self, a: dict[str, Any] | None = None) -> str:
+        """"gates 9/10 passed (exact profile, float32 floor; reference 10/10) · 1 probe skipped (parity)"."""
+        a = self.aggregate() if a is None else a
+        other = [p for p in gate_profiles.PROFILES if p != self.profile]
+        others = "; ".join(f"{p} {a['gates_by_profile'][p]['passed']}/{a['gates_by_profile'][p]['total']}"
+                           for p in other)
+        text = (f"gates {a['gates_passed']}/{a['gates_total']} passed ({self.profile} profile"
+                + (f", {self.precision} floor" if self.profile == "exact" else "") + f"; {others}; "
+                f"{a['gates_total']} of {len(self.outcomes)} probes gated)")
+        if a["skipped_probes"]:
+            n = len(a["skipped_probes"])
+            text += f" · {n} probe{'s' if n > 1 else ''} skipped ({', '.join(a['skipped_probes'])})"
+        return text
+
+    def _floor_lines(self, width: int) -> list[str]:
+        """One line on the statistical probes' noise floors: what an exact model shows at this trajectory length."""
+        parts = []
+        for o in self.outcomes:
+            se = probe_stderr(o)
+            floor = _mean_floor(o, se)
+            d = o.summary()["defect"]
+            if floor is None or not floor > 0 or d is None or not np.isfinite(d):
+                continue
+            parts.append(f"{o.name} {d:.2g} vs {floor:.2g} ({d / floor:.1f}×)")
+        if not parts:
+            return []
+        return textwrap.wrap("statistical probes (no gate; an exact model's defect sits near its noise floor "
+                             "√(2/π)·se, a broken model's well above it): " + ", ".join(parts), width=width,
+                             initial_indent="  ", subsequent_indent="    ")
 
     def __str__(self) -> str:
         return self.table()

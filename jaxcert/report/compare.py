@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from jaxcert.core.inputs import InputError, integer
+from jaxcert.report import gates as gate_profiles
 from jaxcert.report import schema as report_schema
 from jaxcert.report.explain import EXPLANATIONS, explain, short_name, wrapped
 from jaxcert.report.html import colour_bar, ramp_colour, score_colour, score_legend, score_tip, text_colour
@@ -192,27 +193,54 @@ def _status(statuses: Sequence[str]) -> str:
     return "ok"
 
 
-def _element_entry(e: dict[str, Any]) -> dict[str, Any]:
+def _verdict(name: str, e: dict[str, Any], profile: str, precision: str, message: Any = None) -> Any:
+    """The gate of one stored element entry, judged again under ``profile`` (:func:`jaxcert.report.gates.judge`)."""
+    det = e.get("details") if isinstance(e.get("details"), dict) else {}
+    status = e.get("status", "ok")
+    if status not in ("ok", "non-finite", "error", "skipped", "unsupported"):
+        status = "error"
+    return gate_profiles.judge(name, e.get("defect"), det, status, profile, precision,
+                               message=message if isinstance(message, str) else None)
+
+
+def _element_entry(name: str, e: dict[str, Any], profile: str, precision: str, message: Any = None
+                   ) -> dict[str, Any]:
     se = e.get("defect_stderr")
     if se is None:
         se = element_stderr(e.get("details"))
     status = e.get("status", "ok")
+    v = _verdict(name, e, profile, precision, message)
     return {"score": e.get("score"), "defect": e.get("defect"), "defect_stderr": se,
-            "gate": None if status in NOT_RUN else e.get("gate"), "status": status, "n_evals": e.get("n_evals")}
+            "gate": v.passed, "reason": v.reason, "status": status, "n_evals": e.get("n_evals")}
 
 
-def _report_cell(path: str, p: dict[str, Any], elements: list[str], recompute: bool) -> dict[str, Any]:
+def _all_gates(entries: Sequence[dict[str, Any]]) -> bool | None:
+    judged = [bool(e["gate"]) for e in entries if e["gate"] is not None]
+    return all(judged) if judged else None
+
+
+def _reasons(per: dict[str, dict[str, Any]]) -> list[str]:
+    return [f"{el}: {e['reason']}" for el, e in per.items() if e.get("reason")]
+
+
+def _report_cell(path: str, p: dict[str, Any], elements: list[str], recompute: bool, profile: str = "exact",
+                 precision: str = "float64") -> dict[str, Any]:
     per_all = p["per_element"]
-    if p["name"] in STRUCTURE_PROBES:  # rows are named structures (lam), not elements: its own summary
-        blank = {"score": None, "defect": None, "defect_stderr": None, "gate": None, "status": "skipped", "n_evals": 0}
+    name = p["name"]
+    if name in STRUCTURE_PROBES:  # rows are named structures (lam), not elements: its own summary
+        rows = {k: _element_entry(name, e, profile, precision, p.get("message")) for k, e in per_all.items()
+                if isinstance(e, dict)}
+        blank = {"score": None, "defect": None, "defect_stderr": None, "gate": None, "reason": None,
+                 "status": "skipped", "n_evals": 0}
         return {"score": p.get("score"), "defect": p.get("defect"), "defect_stderr": p.get("defect_stderr"),
-                "gate": p.get("gate"), "status": p.get("status", "ok"), "n_evals": p.get("n_evals"),
-                "message": p.get("message"), "per_element": {el: dict(blank) for el in elements}}
-    per = {el: _element_entry(per_all[el]) for el in elements}
+                "gate": _all_gates(list(rows.values())), "reasons": _reasons(rows), "status": p.get("status", "ok"),
+                "n_evals": p.get("n_evals"), "message": p.get("message"),
+                "per_element": {el: dict(blank) for el in elements}}
+    per = {el: _element_entry(name, per_all[el], profile, precision, p.get("message")) for el in elements}
     if not recompute:
         return {"score": p.get("score"), "defect": p.get("defect"), "defect_stderr": p.get("defect_stderr"),
-                "gate": p.get("gate"), "status": p.get("status", "ok"), "n_evals": p.get("n_evals"),
-                "message": p.get("message"), "per_element": per}
+                "gate": _all_gates(list(per.values())), "reasons": _reasons(per), "status": p.get("status", "ok"),
+                "n_evals": p.get("n_evals"), "message": p.get("message"), "per_element": per}
     es = list(per.values())
     statuses = [e["status"] for e in es]
     live = [e for e in es if e["status"] not in NOT_RUN]
@@ -221,9 +249,8 @@ def _report_cell(path: str, p: dict[str, Any], elements: list[str], recompute: b
     stderr = None
     if not broken and any(e["defect_stderr"] is not None for e in live):
         stderr = combined_stderr([e["defect"] for e in live], [e["defect_stderr"] for e in live])
-    gates = [bool(e["gate"]) for e in live if e["gate"] is not None]
     return {"score": _mean([e["score"] for e in es]), "defect": defect, "defect_stderr": stderr,
-            "gate": all(gates) if gates else None, "status": _status(statuses),
+            "gate": _all_gates(live), "reasons": _reasons(per), "status": _status(statuses),
             "n_evals": sum(int(e["n_evals"] or 0) for e in es), "message": p.get("message"), "per_element": per}
 
 
@@ -233,12 +260,15 @@ def _combine(scores: list[Any], method: str) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def _report_row(s: Source, probes: list[str], elements: list[str], dropped_el: bool, dropped_pr: bool
-                ) -> dict[str, Any]:
+def _report_row(s: Source, probes: list[str], elements: list[str], dropped_el: bool, dropped_pr: bool,
+                profile: str = "exact") -> dict[str, Any]:
     d = s.data
     agg = d["aggregate"]
     by_name = {p["name"]: p for p in d["probes"]}
-    cells = {name: _report_cell(s.name, by_name[name], elements, dropped_el) for name in probes}
+    precision = gate_profiles.model_precision(d.get("model") if isinstance(d.get("model"), dict) else None,
+                                              d.get("card") if isinstance(d.get("card"), dict) else None,
+                                              str(d.get("dtype")))
+    cells = {name: _report_cell(s.name, by_name[name], elements, dropped_el, profile, precision) for name in probes}
     recompute = dropped_el or dropped_pr
     method = agg.get("method", "geometric")
     gated = [c["gate"] for c in cells.values() if c["gate"] is not None]
@@ -255,6 +285,7 @@ def _report_row(s: Source, probes: list[str], elements: list[str], dropped_el: b
         "elements_in_report": d.get("elements"), "wall_time_s": d.get("wall_time_s"), "n_evals": n_evals,
         "host_evaluations": agg.get("host_evaluations"), "overall": overall,
         "gates_passed": sum(bool(g) for g in gated), "gates_total": len(gated),
+        "gate_profile": profile, "precision": precision,
         "per_element_overall": per_el, "recomputed": recompute, "cells": cells,
         "machine": (d.get("machine") or {}).get("cpu_model") or (d.get("machine") or {}).get("processor"),
         **_speed(d),
@@ -349,14 +380,19 @@ def _version_keys(rows: list[dict[str, Any]]) -> list[str]:
 
 # ------------------------------------------------------------------------------------------------ board
 def build_board(sources: Sequence[str | os.PathLike | Source], align: str = "strict",
-                allow_version_mismatch: bool = False) -> dict[str, Any]:
+                allow_version_mismatch: bool = False, gates: str = gate_profiles.DEFAULT_PROFILE) -> dict[str, Any]:
     """The comparison board of ``sources`` (paths or :class:`Source`) as a strict-JSON dict.
 
     Args:
       sources: report files (at least one), all ``jaxcert-report/1`` or all ``jaxcert-lambda/1``.
       align: ``"strict"`` (refuse different element / probe / structure sets) or ``"intersection"``.
       allow_version_mismatch: compare reports written by different jaxcert versions.
+      gates: the gate profile every cell is judged under (:mod:`jaxcert.report.gates`), recomputed from the
+        stored defects and details, so reports written under either profile (or before profiles existed)
+        compare on one footing.
     """
+    if gates not in gate_profiles.PROFILES:
+        raise InputError(f"--gates: got {gates!r}; allowed: {', '.join(gate_profiles.PROFILES)}")
     if align not in ALIGN_MODES:
         raise InputError(f"--align: got {align!r}; allowed: {', '.join(ALIGN_MODES)}")
     srcs = [s if isinstance(s, Source) else load(s) for s in sources]
@@ -369,7 +405,7 @@ def build_board(sources: Sequence[str | os.PathLike | Source], align: str = "str
         columns, drop_pr, bad_pr = _align(srcs, "probe", lambda s: s.columns, align)
         _refuse([bad_el, bad_pr], "elements and probes" if bad_el and bad_pr else
                 "elements" if bad_el else "probes")
-        rows = [_report_row(s, columns, elements, s.name in drop_el, s.name in drop_pr) for s in srcs]
+        rows = [_report_row(s, columns, elements, s.name in drop_el, s.name in drop_pr, gates) for s in srcs]
         dropped = [{"file": s.name, "elements": drop_el.get(s.name, []), "probes": drop_pr.get(s.name, [])}
                    for s in srcs if s.name in drop_el or s.name in drop_pr]
         methods = sorted({r["agg"] for r in rows})
@@ -391,7 +427,8 @@ def build_board(sources: Sequence[str | os.PathLike | Source], align: str = "str
     if len(dtypes) > 1:
         notes.append(f"precisions differ ({', '.join(dtypes)}): round-off floors differ")
     return to_jsonable({
-        "schema": BOARD_SCHEMA, "kind": kind, "align": align, "columns": columns, "elements": elements,
+        "schema": BOARD_SCHEMA, "kind": kind, "align": align, "gate_profile": gates, "columns": columns,
+        "elements": elements,
         "dropped": dropped, "notes": notes, "version_keys": _version_keys(rows), "explanations": explanations,
         "rows": rows,
     })
@@ -508,10 +545,27 @@ def _header(board: dict[str, Any]) -> list[str]:
 def _summary_line(board: dict[str, Any]) -> str:
     n = len(board["rows"])
     if board["kind"] == "report":
-        what = f"{n} certification report{'s' * (n != 1)} · elements {_join(board['elements'])}"
+        what = (f"{n} certification report{'s' * (n != 1)} · elements {_join(board['elements'])} · gates: "
+                f"{board.get('gate_profile', gate_profiles.DEFAULT_PROFILE)} profile")
     else:
         what = f"{n} λ report{'s' * (n != 1)} · {len(board['columns'])} structures"
     return f"jaxcert comparison board · {what} · alignment {board['align']}"
+
+
+def _reason_lines(board: dict[str, Any], rows: list[dict[str, Any]], width: int) -> list[str]:
+    """One line per failed or skipped (model, probe, element): why, under the gate profile of the board."""
+    if board["kind"] != "report":
+        return []
+    out = []
+    for r in rows:
+        for col in board["columns"]:
+            for reason in r["cells"][col].get("reasons") or []:
+                mark = "FAIL" if not reason.split(": ", 1)[-1].startswith("not run") else "skip"
+                out.extend(textwrap.wrap(f"{mark} {r['label']} · {col} [{reason.replace(': ', ']: ', 1)}", width=width,
+                                         initial_indent="  ", subsequent_indent="      "))
+    if out:
+        out = [f"why (gate profile {board.get('gate_profile', gate_profiles.DEFAULT_PROFILE)}):"] + out
+    return out
 
 
 def _dropped_lines(board: dict[str, Any]) -> list[str]:
@@ -584,6 +638,7 @@ def board_table(board: dict[str, Any], sort: str | None = None, reverse: bool = 
                   f"models as {where} {order}"]
     for text in legend:
         out.extend(textwrap.wrap(text, width=width, subsequent_indent="  ", break_on_hyphens=False))
+    out += _reason_lines(board, rows, width)
     out += _dropped_lines(board)
     out += [f"note: {n}" for n in board["notes"]]
     names = list(board["columns"]) if board["kind"] == "report" else ["lam"]  # λ reports: the lam probe's sentence
@@ -716,8 +771,10 @@ def _score_td(c: dict[str, Any]) -> str:
 
 def _element_td(e: dict[str, Any]) -> str:
     if e["status"] in NOT_RUN or e["score"] is None:
-        return f"<td class='skip'>{_e(e['status'])}</td>"
-    return (f"<td class=cell style='{_fill(score_colour(e['score']))}' title='score {_e(score_tip(e['score']))}'>"
+        return f"<td class='skip' title='{_e(e.get('reason') or e['status'])}'>{_e(e['status'])}</td>"
+    why = f" · {e['reason']}" if e.get("reason") else ""
+    return (f"<td class=cell style='{_fill(score_colour(e['score']))}' "
+            f"title='score {_e(score_tip(e['score']) + why)}'>"
             f"{e['score']:.3f} {_gate_html(e['gate'])}<br><small>defect "
             f"{_e(format_defect(e['defect'], e['defect_stderr']))}</small></td>")
 
@@ -741,6 +798,11 @@ def _report_drill(board: dict[str, Any], r: dict[str, Any]) -> str:
     po = r.get("per_element_overall") or {}
     out.append("<tr><td><b>overall</b></td>" + "".join(f"<td>{_num(po.get(el), '.4f')}</td>" for el in els)
                + "</tr></table>")
+    why = [f"<li><b>{_e(col)}</b> [{_e(reason.replace(': ', ']: ', 1))}</li>" for col in board["columns"]
+           for reason in r["cells"][col].get("reasons") or []]
+    if why:
+        out.append(f"<p class=note>why each ✗ and skip (gate profile {_e(r.get('gate_profile'))}, "
+                   f"{_e(r.get('precision'))} floor):</p><ul class=why>" + "".join(why) + "</ul>")
     model = r["model"] if isinstance(r["model"], dict) else {"name": r["model"]}
     info = " · ".join(f"{_e(k)}: {_e(v)}" for k, v in model.items())
     host = r.get("host_evaluations")

@@ -133,6 +133,9 @@ REPORT_FIELDS: dict[str, tuple[Kind, bool]] = {
     "card": (OBJECT, False),  # the model card (jaxcert.probes.card; docs/board.md)
     "throughput": (OBJECT, False),  # evaluations/s, atom·steps/s (jaxcert.probes.throughput; docs/board.md)
     "compilation": (OBJECT, False),  # traces, compiles and their seconds (jaxcert.core.compilation)
+    # the gate profile of the written verdicts and the model precision it judged at (jaxcert.report.gates)
+    "gate_profile": (_one_of(("exact", "reference")), False),
+    "precision": (NAME, False),
 }
 #: What the board reads of ``card`` (other keys are free text written by jaxcert).
 CARD_FIELDS: dict[str, tuple[Kind, bool]] = {
@@ -167,6 +170,9 @@ PROBE_FIELDS: dict[str, tuple[Kind, bool]] = {
     "per_element": (OBJECT, True),
     "defect_stderr": (NON_NEGATIVE_OR_NULL, False),
     "host_evaluations": (_map_of(COUNT), False),
+    "gates": (_map_of(BOOL_OR_NULL), False),  # the verdict under each gate profile
+    "reasons": (LIST, False),  # one line per failed or skipped element
+    "noise_floor": (NON_NEGATIVE_OR_NULL, False),  # a statistical probe's exact-model defect
 }
 #: One element's (or structure's) entry of a probe's ``per_element``.
 ELEMENT_FIELDS: dict[str, tuple[Kind, bool]] = {
@@ -177,6 +183,10 @@ ELEMENT_FIELDS: dict[str, tuple[Kind, bool]] = {
     "status": (_one_of(ELEMENT_STATUSES), True),
     "details": (OBJECT, True),
     "defect_stderr": (NON_NEGATIVE_OR_NULL, False),
+    "gates": (_map_of(BOOL_OR_NULL), False),
+    "gate_threshold": (TEXT_OR_NULL, False),
+    "reason": (TEXT_OR_NULL, False),
+    "noise_floor": (NON_NEGATIVE_OR_NULL, False),
 }
 #: ``aggregate`` (``per_element_overall`` is checked on its own).
 AGGREGATE_FIELDS: dict[str, tuple[Kind, bool]] = {
@@ -189,6 +199,9 @@ AGGREGATE_FIELDS: dict[str, tuple[Kind, bool]] = {
     "gates": (_map_of(BOOL), True),
     "per_element_overall": (OBJECT, True),
     "host_evaluations": (_map_of(COUNT), False),
+    "gate_profile": (_one_of(("exact", "reference")), False),
+    "gates_by_profile": (OBJECT, False),
+    "skipped_probes": (LIST, False),
 }
 #: Top level of a λ report (``lambda``, ``n_evals`` and ``skipped`` are checked against the structures).
 LAMBDA_FIELDS: dict[str, tuple[Kind, bool]] = {

@@ -14,7 +14,7 @@ import numpy as np
 from jaxcert.core.result import Status, to_jsonable
 
 __all__ = ["UNSUPPORTED", "NOT_RUN", "AGGREGATIONS", "combine_scores", "to_jsonable", "format_defect", "element_stderr",
-           "combined_stderr", "compilation_line"]
+           "combined_stderr", "compilation_line", "noise_floor", "mean_noise_floor"]
 
 #: Per-element status of an element the model has no parameters for (``certify(skip_unsupported=True)``).
 UNSUPPORTED = Status.UNSUPPORTED.value
@@ -66,6 +66,29 @@ def combined_stderr(defects: Any, stderrs: list[float | None]) -> float | None:
     if not used or any(se is None for se in used):
         return None
     return float(np.sqrt(np.sum(np.square(used))) / len(used))
+
+def noise_floor(stderr: float | None) -> float | None:
+    """The defect |ratio − 1| an exact model shows on average when its ratio is estimated with standard error
+    ``stderr``: E|X| = √(2/π)·se ≈ 0.80·se for X ~ N(0, se²) (the half-normal mean; docs/statistics.md).
+
+    A statistical probe's defect is an absolute value, so sampling noise alone makes it positive: a defect
+    near its floor is what an exact model gives at this trajectory length, one well above it is the model's."""
+    if stderr is None or not np.isfinite(stderr):
+        return None
+    return float(np.sqrt(2.0 / np.pi) * stderr)
+
+
+def mean_noise_floor(defects: Any, stderrs: list[float | None]) -> float | None:
+    """The noise floor of an element-mean defect: the mean of the per-element floors over the elements that
+    enter the mean (``None`` if one of them has no standard error).
+
+    The mean of |ratio_e − 1| does not shrink with the number of elements, unlike its standard error, so a
+    perfect model's element mean sits at this floor, not within one combined standard error of zero."""
+    used = [se for d, se in zip(np.asarray(defects, float), stderrs, strict=True) if not np.isnan(d)]
+    if not used or any(se is None for se in used):
+        return None
+    return float(np.mean([noise_floor(se) for se in used]))
+
 
 def compilation_line(c: dict[str, Any]) -> str:
     """One line for a report's ``"compilation"`` object (jaxcert/core/compilation.py)."""
