@@ -18,6 +18,7 @@ from jaxcert.adapters.frameworks import Graph, build_graph
 from jaxcert.core import derivatives, neighbors, units
 from jaxcert.core.model import (
     Model,
+    ModelOutputError,
     StressUnavailable,
     UnsupportedElement,
     UnsupportedStructure,
@@ -30,7 +31,8 @@ from jaxcert.probes.suite import certify
 
 __all__ = [
     "Structure", "StructureError", "stack", "unstack",
-    "Model", "StressUnavailable", "UnsupportedElement", "UnsupportedStructure", "strain", "voigt", "from_voigt",
+    "Model", "ModelOutputError", "StressUnavailable", "UnsupportedElement", "UnsupportedStructure", "strain",
+    "voigt", "from_voigt",
     "adapters", "derivatives", "models", "neighbors", "units", "__version__", "certify", "lam", "LambdaResult",
     "LAMBDA_GATE",
     "lambda_of_jacobian", "Graph", "build_graph",

@@ -7,8 +7,12 @@ r"""A board of models: certify each model into ``OUT/<model>.json``, then write 
   (docs/cli.md, "Resuming"): a rerun keeps every finished probe, and a model whose file is complete is not
   run again (its file is left as it is, except that the training set its package states is brought up to
   date, :func:`_refresh_statements`);
-* elements a model has no parameters for are recorded as unsupported (``skip_unsupported``), so that
-  every report has the same elements and the board can put them side by side;
+* every model must support every element: before anything runs, each model is loaded and a board whose
+  model lacks an element is refused (:class:`InputError` naming the model and the element, exit 2), never
+  averaged over fewer elements than the others in silence.  With ``skip_unsupported`` (``--skip-unsupported``)
+  such an element is recorded as unsupported in that model's report, and the board averages every model over
+  the same elements, those every model supports (``board["averaged_elements"]``; the other elements'
+  values stay in each model's report, ``board["dropped"]`` and a note on the page say which were left out);
 * a model that fails to load, whose file belongs to another run, or that crashes, becomes an entry of
   the board's ``"failed"`` list with its reason; the other models go on;
 * then ``OUT/board.json`` (:func:`jaxcert.report.compare.build_board`, whose rows carry each report's
@@ -230,7 +234,8 @@ def _refresh_statements(doc: dict[str, Any], model: Any, path: str) -> list[str]
 
 
 def certify_entry(entry: BoardEntry, settings: dict[str, Any],
-                  progress: Callable[[str, list[str], list[str]], Any] | None = None) -> dict[str, Any]:
+                  progress: Callable[[str, list[str], list[str]], Any] | None = None,
+                  model: Any = None) -> dict[str, Any]:
     """Certify one model into ``settings["out"]/<name>.json`` (resumable) and return its status:
     ``status`` ("ok", "kept": the complete file was reused, nothing recomputed, or "failed" with ``stage``
     and ``reason``), ``computed`` and ``kept`` (probe names), ``gates_ok``, ``file`` and ``wall_s``; a kept
@@ -239,7 +244,8 @@ def certify_entry(entry: BoardEntry, settings: dict[str, Any],
     Runs in this process or on a dask worker (``settings`` is plain data; :func:`run_board` makes it).  Never
     raises for a model's own failure: loading, a file of another run and a crash are returned as "failed".
     ``progress`` (serial runs) makes the display of this model's probes: ``progress(name, probes, kept)``
-    returns certify's ``progress`` callback (:func:`run_board`).
+    returns certify's ``progress`` callback (:func:`run_board`).  ``model``: the entry's model, already loaded
+    (a serial :func:`run_board` loads each model once, to check its elements before anything runs).
     """
     t0 = time.perf_counter()
     import jax
@@ -259,7 +265,7 @@ def certify_entry(entry: BoardEntry, settings: dict[str, Any],
     dtype = jnp.float64 if (entry.dtype or settings["dtype"]) == "float64" else jnp.float32
     path = os.path.join(settings["out"], f"{entry.name}.json")
     try:
-        model = load_model(entry.spec, list(entry.defects), entry.max_batch)
+        model = model if model is not None else load_model(entry.spec, list(entry.defects), entry.max_batch)
     except Exception as err:  # noqa: BLE001 - a model that cannot load is a row with its reason
         return _fail(entry, "load", f"{type(err).__name__}: {err}" if not isinstance(err, InputError) else str(err),
                      t0)
@@ -283,12 +289,15 @@ def certify_entry(entry: BoardEntry, settings: dict[str, Any],
     display = progress(entry.name, names, kept) if progress is not None else None
     try:
         report = certify(model, settings["elements"], probes=names, seed=settings["seed"], dtype=dtype,
-                         agg=settings["agg"], skip_unsupported=True, finished=finished,
+                         agg=settings["agg"], skip_unsupported=bool(settings.get("skip_unsupported", True)),
+                         finished=finished,
                          on_probe=lambda rep: write_report(rep, path, complete=False),
                          throughput=settings["throughput"], md_kept=kept_md(path) if kept else None,
                          progress=display)
         write_report(report, path, complete=True)
-    except Exception as err:  # noqa: BLE001 - a crash of one model is its row; the board goes on
+    except KeyboardInterrupt:
+        raise
+    except BaseException as err:  # noqa: BLE001 - a crash of one model (sys.exit too) is its row; the board goes on
         return _fail(entry, "certify", f"{type(err).__name__}: {str(err).strip()}", t0)
     finally:
         if display is not None and hasattr(display, "close"):
@@ -304,6 +313,72 @@ def certify_entry(entry: BoardEntry, settings: dict[str, Any],
 
 
 # ------------------------------------------------------------------------------------------------ the board
+def _shown(symbols: Sequence[str], at_most: int = 20) -> str:
+    return ", ".join(symbols[:at_most]) + (f", ... ({len(symbols)} in all)" if len(symbols) > at_most else "")
+
+
+def check_elements(entries: Sequence[BoardEntry], elements: Sequence[str], skip_unsupported: bool,
+                   where: str = "--elements") -> dict[str, Any]:
+    """Load every model and refuse a board on which some model lacks an element (before anything runs).
+
+    Without ``skip_unsupported`` an element some model has no parameters for is an :class:`InputError` naming
+    each such model, the elements it lacks and those it supports; with it, only a board where no element is
+    supported by every model is refused.  A model that cannot load is not checked here: it becomes a failed
+    row when its turn comes.  Returns the loaded models by entry name."""
+    from jaxcert.specs import load_model
+
+    loaded: dict[str, Any] = {}
+    lacking: list[tuple[str, list[str], list[str]]] = []
+    for e in entries:
+        try:
+            model = load_model(e.spec, list(e.defects), e.max_batch)
+        except Exception:  # noqa: BLE001 - a model that cannot load is a failed row, with its reason, later
+            continue
+        loaded[e.name] = model
+        ok = inputs.supported_elements(model)
+        bad = [] if ok is None else [el for el in elements if el not in ok]
+        if bad:
+            lacking.append((str(getattr(model, "name", e.name)), bad, ok or []))
+    if lacking and not skip_unsupported:
+        said = "; ".join(f"model {name!r} does not support {', '.join(bad)} (supports: {_shown(ok)})"
+                         for name, bad, ok in lacking)
+        drop = sorted({el for _, bad, _ in lacking for el in bad}, key=list(elements).index)
+        raise InputError(f"{where}: {said}; drop {', '.join(drop)} or the model{'s' * (len(lacking) > 1)}, or "
+                         "pass --skip-unsupported (skip_unsupported=True) to average every model over the elements "
+                         "all of them support")
+    common = [el for el in elements if not any(el in bad for _, bad, _ in lacking)]
+    if not common:
+        raise InputError(f"{where}: no element of {', '.join(elements)} is supported by every model ("
+                         + "; ".join(f"{name!r} lacks {', '.join(bad)}" for name, bad, _ in lacking)
+                         + "); choose elements every model supports")
+    return loaded
+
+
+def _supported_in(source: Any, elements: Sequence[str]) -> list[str]:
+    """The elements of a report that its model supports: every probe row but those recorded "unsupported"."""
+    from jaxcert.report.summary import UNSUPPORTED
+
+    rows = [p.get("per_element") or {} for p in source.data.get("probes", [])]
+    return [el for el in elements if not any((r.get(el) or {}).get("status") == UNSUPPORTED for r in rows)]
+
+
+def _same_elements(sources: list[Any], elements: Sequence[str]) -> tuple[list[Any], list[str], dict[str, list[str]]]:
+    """Each report restricted to the elements its model supports (its data's ``elements``), so that the board,
+    aligned by intersection, averages every model over the same elements: those every model supports.  Returns
+    the sources, those elements, and per model label the elements it does not support."""
+    import dataclasses as dc
+
+    supported = [_supported_in(s, elements) for s in sources]
+    lacking = {s.model_name: [el for el in elements if el not in ok] for s, ok in zip(sources, supported, strict=True)}
+    lacking = {k: v for k, v in lacking.items() if v}
+    common = [el for el in elements if all(el in ok for ok in supported)]
+    if not lacking or not common:
+        return sources, list(elements), lacking
+    out = [dc.replace(s, data={**s.data, "elements": ok}) if ok != list(elements) else s
+           for s, ok in zip(sources, supported, strict=True)]
+    return out, common, lacking
+
+
 def _pythonpath_with_this_jaxcert() -> str:
     """``PYTHONPATH`` with the folder holding this ``jaxcert`` first, so worker processes import the same code."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -362,14 +437,15 @@ def run_board(models: str | Sequence[str | BoardEntry], elements: str | Sequence
               probes: str | Sequence[str] = "all", seed: int = 0, dtype: str = "float64", agg: str = "geometric",
               throughput: bool = True, workers: int | None = None, scheduler: str | None = None,
               client: Any = None, on_model: Callable[[dict[str, Any]], None] | None = None,
-              progress: Callable[[str, list[str], list[str]], Any] | None = None) -> BoardResult:
+              progress: Callable[[str, list[str], list[str]], Any] | None = None,
+              skip_unsupported: bool = False) -> BoardResult:
     """Certify every model into ``out/<name>.json`` (resumable), then write ``out/board.json`` and
     ``out/index.html`` (module docstring; docs/board.md).
 
     Args:
       models: comma-separated specs, a ``.toml`` file, or a list of specs / :class:`BoardEntry`.
-      elements: element symbols (list or comma-separated); every model is certified on all of them (elements
-        a model has no parameters for are recorded as unsupported).
+      elements: element symbols (list or comma-separated); every model is certified on all of them, and every
+        model must support all of them (:func:`check_elements`, before anything runs) unless ``skip_unsupported``.
       out: the board's folder (created if missing).
       probes, seed, agg: as :func:`jaxcert.certify`.
       dtype: "float64" (enables JAX's x64 mode) or "float32".
@@ -382,9 +458,13 @@ def run_board(models: str | Sequence[str | BoardEntry], elements: str | Sequence
       progress: in a serial run, ``progress(name, probes, kept)`` makes the display of one model's probes
         (certify's ``progress`` callback; ``jaxcert board`` passes a :class:`jaxcert.progress.StepProgress`
         factory); on Dask it is not used and only ``on_model`` reports.
+      skip_unsupported: an element a model has no parameters for is recorded as unsupported in its report
+        instead of refusing the board, and every model is averaged over the elements all of them support
+        (``board["averaged_elements"]``).
 
     Raises:
-      InputError: bad models, elements, probes, seed, dtype, workers or output folder (before anything runs).
+      InputError: bad models, elements, probes, seed, dtype, workers or output folder, or an element some model
+        does not support without ``skip_unsupported`` (before anything runs).
     """
     import jax
 
@@ -413,13 +493,16 @@ def run_board(models: str | Sequence[str | BoardEntry], elements: str | Sequence
     settings = {"elements": els, "probes": names, "seed": seed, "dtype": dtype, "agg": agg, "out": folder,
                 "throughput": bool(throughput), "x64": bool(jax.config.jax_enable_x64),
                 "cache": os.path.dirname(cache) if cache else None}
+    loaded = check_elements(entries, els, bool(skip_unsupported))
+    settings["skip_unsupported"] = bool(skip_unsupported)
     report = on_model if on_model is not None else (lambda status: None)
     if workers is None and scheduler is None and client is None:
         statuses = []
         for e in entries:
-            statuses.append(certify_entry(e, settings, progress))
+            statuses.append(certify_entry(e, settings, progress, model=loaded.pop(e.name, None)))
             report(statuses[-1])
     else:
+        loaded.clear()  # each worker loads its own model
         statuses = _run_dask(entries, settings, workers, scheduler, client, report)
     board = write_board(folder, entries, statuses, settings)
     return BoardResult(board=board, models=statuses, json_path=os.path.join(folder, BOARD_JSON),
@@ -443,14 +526,25 @@ def write_board(folder: str, entries: Sequence[BoardEntry], statuses: Sequence[d
         except InputError as err:  # cannot happen for a file this run wrote; reported, not fatal
             failed.append({"name": s["name"], "spec": s["spec"], "defects": s["defects"], "stage": "board",
                            "reason": str(err)})
+    sources, averaged, lacking = _same_elements(sources, settings["elements"])
+    align = "intersection" if lacking else "strict"  # lacking: every model averaged over the common elements
     if sources:
-        board = build_board(sources)
+        board = build_board(sources, align=align)
     else:
         board = {"schema": BOARD_SCHEMA, "kind": "report", "align": "strict", "columns": list(settings["probes"]),
                  "elements": list(settings["elements"]), "dropped": [], "notes": [], "version_keys": [],
                  "explanations": {}, "rows": []}
     for row in board["rows"]:  # card and throughput come with each row (compare.build_board)
         row["file"] = os.path.basename(row["file"])  # the board travels with its folder
+    for d in board.get("dropped", []):
+        d["file"] = os.path.basename(d["file"])
+    for row in board["rows"]:
+        row["elements_in_report"] = list(settings["elements"])
+    board["averaged_elements"] = averaged
+    if lacking:
+        board["notes"].append(f"every model is averaged over {', '.join(averaged)}, the elements all of them support "
+                              "(--skip-unsupported); unsupported: " + "; ".join(
+                                  f"{name}: {', '.join(els)}" for name, els in lacking.items()))
     board["failed"] = failed
     board["settings"] = {k: settings[k] for k in ("elements", "probes", "seed", "dtype", "agg", "throughput")}
     write_json(board, os.path.join(folder, BOARD_JSON))

@@ -72,6 +72,74 @@ def failures(report: Any, gates: Sequence[str] | None = None, configs: Mapping[s
     return out
 
 
+def _check_arguments(model: Any, elements: Any, probes: Any, gates: Any, seed: Any, dtype: Any,
+                     skip_unsupported: Any) -> None:
+    """:func:`assert_certified`'s own arguments, before anything runs: :class:`TypeError` for a wrong type,
+    :class:`~jaxcert.core.inputs.InputError` (a :class:`ValueError`) for a bad value, each naming the argument
+    (``assert_certified: elements must be ...``)."""
+    import math
+    import numbers
+
+    import jax.numpy as jnp
+
+    from jaxcert.core import inputs
+    from jaxcert.core.model import Model
+
+    at = "assert_certified"
+
+    def shown(value: Any) -> str:
+        text = repr(value)
+        return f"{type(value).__name__} {text if len(text) <= 80 else text[:77] + '...'}"
+
+    def strings(value: Any) -> bool:  # a str, or a list/tuple of str
+        return isinstance(value, str) or (isinstance(value, Sequence) and not isinstance(value, bytes | bytearray)
+                                          and all(isinstance(v, str) for v in value))
+
+    if not isinstance(model, Model | str):
+        raise TypeError(f"{at}: model must be a jaxcert.Model or a model spec str ('lj', 'nequix:PATH.nqx'); "
+                        f"got {shown(model)}")
+    if isinstance(model, str) and not model.strip():
+        raise InputError(f"{at}: model: got {model!r}; allowed: a model spec ('lj', 'nequix:PATH.nqx', module:attr)")
+    if not strings(elements):
+        raise TypeError(f"{at}: elements must be element symbols, a str ('Si' or 'Si,C') or a list of str "
+                        f"(['Si', 'C']); got {shown(elements)}")
+    inputs.elements(f"{at}: elements", elements)
+    if probes is not None:
+        if not strings(probes):
+            raise TypeError(f"{at}: probes must be None, 'all', a str of comma-separated probe names or a list of "
+                            f"str; got {shown(probes)}")
+        resolve_probes(probes, f"{at}: probes")
+    if gates is not None:
+        if isinstance(gates, Mapping):
+            for name, over in gates.items():
+                if not isinstance(name, str) or not isinstance(over, Mapping):
+                    raise TypeError(f"{at}: gates must map a probe name (str) to its threshold overrides (a dict "
+                                    f"such as {{'gate_threshold': 0.05}}); got {shown(name)}: {shown(over)}")
+                for key, v in over.items():
+                    if not isinstance(key, str) or isinstance(v, bool) or not isinstance(v, numbers.Real):
+                        raise TypeError(f"{at}: gates[{name!r}] must map a threshold name (str) to a number; got "
+                                        f"{shown(key)}: {shown(v)}")
+                    if not (math.isfinite(float(v)) and float(v) > 0):
+                        raise InputError(f"{at}: gates[{name!r}][{key!r}]: got {v!r}; allowed: a finite number > 0")
+        elif isinstance(gates, str) or not strings(gates):
+            hint = f" (write [{gates!r}])" if isinstance(gates, str) else ""
+            raise TypeError(f"{at}: gates must be None, a list of probe names or a mapping probe -> threshold "
+                            f"overrides; got {shown(gates)}{hint}")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"{at}: seed must be an int in [0, 2**31 - 1]; got {shown(seed)}")
+    inputs.seed(f"{at}: seed", int(seed))
+    if dtype is not None:
+        try:
+            dt = jnp.dtype(dtype)
+        except TypeError:
+            raise TypeError(f"{at}: dtype must be None, 'float32' or 'float64' (or the numpy/jax type); got "
+                            f"{shown(dtype)}") from None
+        if dt not in (jnp.dtype("float32"), jnp.dtype("float64")):
+            raise InputError(f"{at}: dtype: got {dt}; allowed: float32, float64 (None: JAX's default)")
+    if not isinstance(skip_unsupported, bool) and type(skip_unsupported).__name__ != "bool_":
+        raise TypeError(f"{at}: skip_unsupported must be a bool; got {shown(skip_unsupported)}")
+
+
 def assert_certified(model: Any, elements: str | Sequence[str], probes: str | Sequence[str] | None = None,
                      gates: Sequence[str] | Mapping[str, Mapping[str, float]] | None = None, seed: int = 0,
                      dtype: Any = None, skip_unsupported: bool = False) -> Any:
@@ -91,8 +159,10 @@ def assert_certified(model: Any, elements: str | Sequence[str], probes: str | Se
 
     Raises:
       AssertionError: a gate failed or a probe crashed (the message: module docstring).
-      InputError: a bad model spec, element, probe, gate name or threshold.
+      TypeError: an argument of the wrong type (the message names it).
+      InputError: a bad model spec, element, probe, gate name or threshold (a ``ValueError``).
     """
+    _check_arguments(model, elements, probes, gates, seed, dtype, skip_unsupported)
     if isinstance(model, str):
         from jaxcert.specs import load_model
 

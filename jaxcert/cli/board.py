@@ -19,7 +19,8 @@ __all__ = ["cmd_board", "register"]
 
 def cmd_board(a: argparse.Namespace) -> int:
     """Run the board; exit 0 (every gate of every model passed, or ``--no-fail-on-gate``), 1 (a gate failed,
-    or a model failed to load or crashed: its reason is on the board), 2 (bad input, before anything runs)."""
+    or a model failed to load or crashed, or a probe crashed on a model: its reason is on the board), 2 (bad
+    input, before anything runs: also a model that does not support an element, without ``--skip-unsupported``)."""
     set_dtype(a.dtype)
     entries = parse_models(a.models, "--models")
     n = len(entries)
@@ -35,7 +36,8 @@ def cmd_board(a: argparse.Namespace) -> int:
 
     res = run_board(entries, a.elements, a.out, probes="all" if a.probes is None else a.probes, seed=a.seed,
                     dtype=a.dtype, agg=a.agg, throughput=not a.no_throughput, workers=a.workers,
-                    scheduler=a.scheduler, on_model=show, progress=None if a.quiet else display)
+                    scheduler=a.scheduler, on_model=show, skip_unsupported=a.skip_unsupported,
+                    progress=None if a.quiet else display)
     width = max(shutil.get_terminal_size((110, 24)).columns, MIN_WIDTH)
     if res.board["rows"]:
         print(board_table(res.board, width=width))
@@ -46,6 +48,11 @@ def cmd_board(a: argparse.Namespace) -> int:
     code = 0
     if res.failed:
         print(f"models that did not run: {', '.join(f['name'] for f in res.failed)} (exit 1)", file=sys.stderr)
+        code = 1
+    crashed = [f"{m['name']} ({', '.join(m['crashed_probes'])})" for m in res.models if m.get("crashed_probes")]
+    if crashed:  # a probe that crashed on a model is a failure, as for certify (docs/cli.md)
+        print(f"probes crashed: {'; '.join(crashed)} (exit 1; the reasons are in the model reports)",
+              file=sys.stderr)
         code = 1
     if not res.gates_ok:
         bad = [m["name"] for m in res.models if m["status"] != "failed" and not m.get("gates_ok", True)]
@@ -62,8 +69,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "then write OUT/board.json and OUT/index.html. See docs/board.md.")
     c.add_argument("--models", required=True, help="comma-separated model specs (lj,emt,jax-sevennet:7net-0@float32,"
                    "nequix:PATH.nqx) or a .toml file listing them with options (docs/board.md)")
-    c.add_argument("--elements", required=True, help="comma-separated element symbols, the same for every model "
-                   "(elements a model has no parameters for are recorded as unsupported)")
+    c.add_argument("--elements", required=True, help="comma-separated element symbols, the same for every model; "
+                   "every model must support each of them (exit 2 naming the model otherwise) unless "
+                   "--skip-unsupported")
+    c.add_argument("--skip-unsupported", action="store_true",
+                   help="record an element a model has no parameters for as unsupported in its report, and average "
+                   "every model over the elements all of them support (board.json: averaged_elements)")
     c.add_argument("--out", required=True, help="the board's folder (created; rerunning resumes it)")
     c.add_argument("--probes", default=None, help="comma-separated probe names (default: all 14)")
     c.add_argument("--seed", default="0", help="run seed, an integer in [0, 2^31-1] (default 0)")

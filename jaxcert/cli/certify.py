@@ -25,7 +25,11 @@ def _exit_code(gates_ok: bool, a: argparse.Namespace) -> int:
 
 
 def cmd_certify(a: argparse.Namespace) -> int:
-    """Validate everything, run the suite (resuming from ``--json`` with ``--resume``), report, exit 0/1."""
+    """Validate everything, run the suite (resuming from ``--json`` with ``--resume``), report, exit 0/1.
+
+    Exit 1 when a gate failed (0 with ``--no-fail-on-gate``) or when a probe crashed on the model (status
+    "error": it raised, called ``sys.exit`` or returned a wrong shape; 1 even with ``--no-fail-on-gate``);
+    exit 2 only when every probe was skipped (docs/cli.md, "Exit codes")."""
     dtype = set_dtype(a.dtype)
 
     seed = inputs.seed("--seed", a.seed)
@@ -70,10 +74,14 @@ def cmd_certify(a: argparse.Namespace) -> int:
         return 2
     agg = report.aggregate()
     failed = [k for k, v in agg["gates"].items() if not v]
+    crashed = [o.name for o in report.outcomes if "error" in o.status]
+    if crashed:  # a model that raises is a failure, never a skip and never a pass (docs/cli.md)
+        print(f"probes crashed on the model: {', '.join(crashed)} (exit 1; the reasons are under the table)",
+              file=sys.stderr)
     if failed:
-        print(f"gates failed: {', '.join(failed)}" + (" (exit 0: --no-fail-on-gate)" if a.no_fail_on_gate else
-                                                        " (exit 1)"), file=sys.stderr)
-    return _exit_code(not failed, a)
+        print(f"gates failed: {', '.join(failed)}" + (" (exit 0: --no-fail-on-gate)" if a.no_fail_on_gate and
+                                                        not crashed else " (exit 1)"), file=sys.stderr)
+    return 1 if crashed else _exit_code(not failed, a)
 
 
 def cmd_lambda(a: argparse.Namespace) -> int:

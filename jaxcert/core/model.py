@@ -37,8 +37,8 @@ from jaxcert.core.geometry import det3, is_concrete
 from jaxcert.core.neighbors import DENSE, SPARSE_MIN_ATOMS, auto_neighbors, coverage, with_images
 from jaxcert.core.structure import Structure, StructureError, UnsupportedStructure
 
-__all__ = ["Model", "StressUnavailable", "UnsupportedElement", "UnsupportedStructure", "strain", "voigt",
-           "from_voigt"]
+__all__ = ["Model", "ModelOutputError", "StressUnavailable", "UnsupportedElement", "UnsupportedStructure", "strain",
+           "voigt", "from_voigt"]
 
 
 #: set while the suite traces a model-free program (a probe's stage): the model must not be reached from it
@@ -73,6 +73,48 @@ class StressUnavailable(ValueError):
 
 class UnsupportedElement(ValueError):
     """The model has no parameters for an element of the structure."""
+
+
+class ModelOutputError(ValueError):
+    """A model's energy, forces or stress came back with the wrong shape or dtype (or not as an array).
+
+    Raised while the model is traced (shapes and dtypes are static), so the check costs nothing at run time;
+    the message names the model, the output, what came back and what was expected.  The suite records it as
+    the probe's error (docs/probes.md §6.2), never as a skip."""
+
+
+def _output_shape(what: str, s: Structure) -> tuple[int, ...]:
+    lead = tuple(s.positions.shape[:-2])  # a batched structure (leading axes) gives batched outputs
+    return {"energy": lead, "forces": tuple(s.positions.shape), "stress": (*lead, 3, 3)}[what]
+
+
+def _describe(shape: tuple[int, ...], what: str) -> str:
+    if what == "energy" and not shape:
+        return "a scalar"
+    if what == "forces":
+        return f"{shape} (one row of 3 per atom slot)"
+    if what == "stress":
+        return f"{shape} (the full 3x3 tensor; jaxcert.from_voigt converts a Voigt 6-vector)"
+    return str(shape)
+
+
+def _checked(model: Model, what: str, s: Structure, x: Any) -> jax.Array:
+    """``x`` as an array if it is the model's ``what`` ("energy", "forces", "stress") for ``s``: the expected
+    shape and a real floating dtype; otherwise :class:`ModelOutputError` (at trace time: static)."""
+    head = {"energy": "energy", "forces": "forces_fn", "stress": "stress_fn"}[what]
+    where = f"model {model.name!r} {head}"
+    if isinstance(x, (float, int)) and not isinstance(x, bool):
+        x = jnp.asarray(x)
+    if not (hasattr(x, "shape") and hasattr(x, "dtype")):
+        raise ModelOutputError(f"{where} returned a {type(x).__name__}, expected an array of shape "
+                               f"{_describe(_output_shape(what, s), what)}")
+    want = _output_shape(what, s)
+    if tuple(x.shape) != want:
+        raise ModelOutputError(f"{where} returned shape {tuple(x.shape)}, expected {_describe(want, what)}")
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        raise ModelOutputError(f"{where} returned dtype {x.dtype}, expected a real floating-point dtype "
+                               "(float32 or float64)")
+    return x
 
 
 def is_unsupported_structure(err: BaseException) -> bool:
@@ -199,13 +241,13 @@ class Model:
     def energy_of(self, params: Any, s: Structure) -> jax.Array:
         """E(params, s) in eV (pure; ``s`` must be prepared; NaN if its image count does not cover the cell)."""
         _refuse_in_stage(self)
-        return _guard(s, self.energy_fn(params, s))
+        return _guard(s, _checked(self, "energy", s, self.energy_fn(params, s)))
 
     def forces_of(self, params: Any, s: Structure) -> jax.Array:
         """Force output in eV/Å: the direct head if present, else −∇E."""
         _refuse_in_stage(self)
         if self.forces_fn is not None:
-            F = _guard(s, self.forces_fn(params, s))
+            F = _guard(s, _checked(self, "forces", s, self.forces_fn(params, s)))
         else:
             F = _guard(s, -jax.grad(lambda R: self.energy_of(params, s.replace(positions=R)))(s.positions))
         return F * s.mask[..., None].astype(F.dtype)
@@ -226,7 +268,7 @@ class Model:
         if not self.stress_available:
             raise StressUnavailable(f"model {self.name!r} has no stress output")
         if self.stress_fn is not None:
-            return _guard(s, self.stress_fn(params, s))
+            return _guard(s, _checked(self, "stress", s, self.stress_fn(params, s)))
         return self.energy_stress_of(params, s)
 
     # -------------------------------------------------- bound conveniences

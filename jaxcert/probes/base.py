@@ -18,10 +18,13 @@ A probe is a pure function
 
 Score map S(d; λ) = exp(−|d|/λ); a non-finite defect scores 0 and sets
 ``status = NONFINITE``.  A *skip* (decided statically, e.g. a non-periodic
-substrate for a stress probe) is signalled by raising :class:`ProbeSkip` with
-the reason *before* any tracing; the suite records it (score NaN, excluded from
-aggregation).  ``n_evals`` counts model-evaluation equivalents (a forward pass,
-or a jvp/vjp costing about one) so costs compare with the reference's "calls".
+substrate for a stress probe, or a model that declares no stress) is signalled by
+raising :class:`ProbeSkip` with the reason *before* any tracing; the suite records
+it (score NaN, excluded from aggregation).  A model that raises, or returns a
+wrong shape or dtype, is never a skip: the exception propagates and the suite
+records the probe as an error (score 0, gate False).  ``n_evals`` counts
+model-evaluation equivalents (a forward pass, or a jvp/vjp costing about one) so
+costs compare with the reference's "calls".
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import numpy as np
 
 from jaxcert.core.cache import register_storable
 from jaxcert.core.geometry import is_concrete
-from jaxcert.core.model import Model
+from jaxcert.core.model import Model, ModelOutputError
 from jaxcert.core.result import Status
 from jaxcert.core.structure import Structure
 from jaxcert.probes import substrates
@@ -146,32 +149,36 @@ def precision_bits(s: Structure) -> int:
     return int(np.dtype(s.positions.dtype).itemsize * 8)
 
 
-#: (model id, structure signature) -> does the model's stress trace to a (3, 3) array (:func:`require_stress`)
-_STRESS_SHAPES: dict[Any, tuple[Model, bool]] = {}
+#: (model id, structure signature) -> (model, None): the model's stress traces to a (3, 3) float array
+#: (:func:`require_stress`); only a successful trace is kept, a failure is raised again by every stress probe
+_STRESS_SHAPES: dict[Any, tuple[Model, None]] = {}
 
 
 def require_stress(model: Model, s: Structure) -> None:
-    """Static skip checks of the stress probes (docs/probes.md §4.2, §4.8, §4.9); raise :class:`ProbeSkip`.
+    """Static checks of the stress probes (docs/probes.md §4.2, §4.8, §4.9).
 
-    The reference's ``has_stress`` tries a stress evaluation and treats any exception as "no
-    stress"; here the stress output is traced abstractly (``jax.eval_shape``, no computation).
+    A skip (:class:`ProbeSkip`) only where there is no stress to test: a non-periodic substrate, or a model
+    that declares it has none (``model.has_stress(s)`` False, e.g. ``stress_available=False``).  Otherwise the
+    stress output is traced abstractly (``jax.eval_shape``, no computation), once per (model, shape class), and
+    whatever that raises (the model's own exception, :class:`~jaxcert.core.model.ModelOutputError` for a wrong
+    shape or dtype, ``SystemExit``) propagates: the suite records it as the probe's error, never as "no
+    stress" (the reference's ``has_stress`` read any exception as "no stress", so a crashing model passed).
     """
     if not s.periodic:
         raise ProbeSkip(NOT_PERIODIC)
     if not model.has_stress(s):
         raise ProbeSkip(NO_STRESS)
     sig = (id(model), jax.tree_util.tree_structure(s), tuple((x.shape, x.dtype) for x in jax.tree.leaves(s)))
-    held, ok = _STRESS_SHAPES.get(sig, (None, None))
-    if held is not model:  # traced once per (model, shape class), not once per stress probe
-        try:
-            ok = getattr(jax.eval_shape(model.stress_of, model.params, s), "shape", None) == (3, 3)
-        except Exception:  # noqa: BLE001 - any failure means "no stress", as the reference
-            ok = False
-        if len(_STRESS_SHAPES) > 256:
-            _STRESS_SHAPES.clear()
-        _STRESS_SHAPES[sig] = (model, ok)  # the model is held, so its id stays its own
-    if not ok:
-        raise ProbeSkip(NO_STRESS)
+    held, _ = _STRESS_SHAPES.get(sig, (None, None))
+    if held is model:  # traced once per (model, shape class), not once per stress probe
+        return
+    out = jax.eval_shape(model.stress_of, model.params, s)  # raises ModelOutputError for a wrong shape or dtype
+    if getattr(out, "shape", None) != (*s.positions.shape[:-2], 3, 3):  # Model.stress_of checks; a subclass may not
+        raise ModelOutputError(f"model {model.name!r} stress returned {getattr(out, 'shape', type(out).__name__)}, "
+                               "expected (3, 3)")
+    if len(_STRESS_SHAPES) > 256:
+        _STRESS_SHAPES.clear()
+    _STRESS_SHAPES[sig] = (model, None)  # the model is held, so its id stays its own
 
 
 def resolve_substrate(model: Model, substrate: Structure | str | None, kind: str, dtype: Any = None) -> Structure:

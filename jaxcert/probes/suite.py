@@ -21,10 +21,13 @@ Order: the reference's (docs/probes.md §6.1), :data:`DEFAULT_ORDER`.
 Randomness: probe keys are ``fold_in(key(seed), crc32(name))`` split over the
 elements, so a probe's draws do not depend on which other probes run.
 
-Failure handling (§6.2, docs/architecture.md "Errors"): a :class:`ProbeSkip` (e.g. no
-stress) is recorded with its reason (score NaN, excluded from aggregation); any
-other exception scores 0 with the error message recorded and the suite goes on;
-a non-finite defect (a model returning NaN) scores 0 with status "non-finite".
+Failure handling (§6.2, docs/architecture.md "Errors"): a :class:`ProbeSkip` (a model
+that declares no stress, a non-periodic substrate, ...) or a structure the model refuses is
+recorded with its reason (score NaN, excluded from aggregation); any other exception, a
+``SystemExit`` included (a model calling ``sys.exit``), is a failed probe: status "error",
+score 0, gate False, its one-line reason (:func:`failure_reason`) recorded, and the suite goes
+on (only ``KeyboardInterrupt`` stops it); a non-finite defect (a model returning NaN) scores 0
+with status "non-finite".
 
 Aggregation (§6.3–6.4): per probe, the arithmetic mean of the per-element
 scores (NaN dropped), mean defect, summed evaluations, gate = all elements;
@@ -158,6 +161,24 @@ def _skipped(name, spec, elements, message, status="skipped") -> ProbeOutcome:
         gate=np.zeros(n, bool), n_evals=np.zeros(n, int), status=[status] * n,
         details=[{"error" if is_err else "skipped": message} for _ in range(n)], message=message,
     )
+
+
+def failure_reason(err: BaseException) -> str:
+    """The one-line reason a probe failed: ``TypeName: message`` (the message's first line), at most 300
+    characters; a ``SystemExit`` reads "model called sys.exit(CODE)".
+
+    An error JAX raises for a host callback that failed at run time (a bridged model) starts its message with
+    the callback's traceback; its last line, the callback's own exception, replaces that traceback."""
+    if isinstance(err, SystemExit):
+        return f"model called sys.exit({err.code!r})"[:300]
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    if not lines:
+        return type(err).__name__
+    first = lines[0]
+    at = first.find("Traceback (most recent call last)")
+    if at >= 0 and len(lines) > 1:
+        first = f"{first[:at].rstrip()} {lines[-1]}"
+    return f"{type(err).__name__}: {first}"[:300]
 
 
 def _to_numpy(tree: Any) -> Any:
@@ -357,12 +378,13 @@ def certify(
                 outcome = _concat(parts)
         except ProbeSkip as err:
             outcome = _skipped(name, spec, elements, str(err))
-        except Exception as err:  # noqa: BLE001 - the suite goes on (§6.2)
+        except KeyboardInterrupt:  # the user pressed Ctrl-C: stop (the CLI exits 130)
+            raise
+        except BaseException as err:  # noqa: BLE001 - any failure of the model, sys.exit too: the suite goes on (§6.2)
             if is_unsupported_structure(err):  # the model cannot evaluate the substrate: a skip, with why
                 outcome = unsupported_outcome(name, spec, elements, err)
             else:
-                msg = f"{type(err).__name__}: {err}"[:500]
-                outcome = _skipped(name, spec, elements, msg, status="error")
+                outcome = _skipped(name, spec, elements, failure_reason(err), status="error")
                 outcome.details[0]["traceback"] = traceback.format_exc()[-2000:]
         outcome.wall_s = time.perf_counter() - t0
         if counter is not None:
@@ -428,18 +450,21 @@ def run_on_structures(model: Model, name: str, structures: dict[str, Structure],
     for group in groups.values():
         try:
             rows.update(zip(group, _split_rows(one_batch(group)), strict=True))
-        except Exception:  # noqa: BLE001 - retry each structure alone, so one failure sinks only itself
+        except KeyboardInterrupt:
+            raise
+        except BaseException:  # noqa: BLE001 - retry each structure alone, so one failure sinks only itself
             for label in group:
                 try:
                     rows[label] = one_batch([label])
-                except Exception as err:  # noqa: BLE001 - recorded with its message, the others go on
+                except KeyboardInterrupt:
+                    raise
+                except BaseException as err:  # noqa: BLE001 - recorded with its reason (sys.exit too), the others go on
                     msg = str(err)
                     if is_unsupported_structure(err):
                         msg = msg[max(msg.find("UnsupportedStructure"), 0):][:500]
                         rows[label] = _skipped(name, spec, [label], msg)
                     else:
-                        rows[label] = _skipped(name, spec, [label], f"{type(err).__name__}: {msg}"[:500],
-                                               status="error")
+                        rows[label] = _skipped(name, spec, [label], failure_reason(err), status="error")
     return _concat([rows[k] for k in labels])
 
 
