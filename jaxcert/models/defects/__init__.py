@@ -24,7 +24,7 @@ adds one defect.  Conventions shared by all of them:
 * **Names** read ``"<inner>+<defect>(<knob>)"``, e.g. ``"lj+curl(0.3)"``.
 
 The modules are by family: ``_nonconservative`` (curl, nonintegrable), ``_symmetry`` (orientation,
-chirality, eggbox), ``_extensivity`` (nonextensive), ``_roughness`` (ripple, kinked, noise) and ``_stress``
+chirality, eggbox), ``_extensivity`` (nonextensive), ``_roughness`` (ripple, kinked, step, noise) and ``_stress``
 (bad_stress, parity_stress), on the shared wrapper of ``_base``. :data:`DEFECTS` is the registry the CLI's
 ``--defect name=value`` reads. Which probes each defect must and must not trip is a test oracle, kept with
 the tests (``tests/_defect_oracle.py``).
@@ -44,6 +44,7 @@ bad_stress         σ ← factor·σ  [BadStress]                               
 parity_stress      σ_xy += a Σ_i sin(2π z_i^frac)  [ParityBreakingStress]   stress parity
 ripple             E += A Σ_pairs sin(2π r/λ) f_c(r)                        bond-scan regularity
 kinked             E += A Σ_pairs (|r − d₀| − smooth) f_c(r)  [Kinked]       C¹ continuity
+step               E += A Σ_pairs H(r_s − r)                                C⁰ continuity
 noise              F_i += s ξ_i(bits of R)                                  deterministic smooth F
 =================  =======================================================  ====================
 """
@@ -56,13 +57,13 @@ from jaxcert.core.model import Model
 from jaxcert.models.defects._base import with_knobs
 from jaxcert.models.defects._extensivity import nonextensive
 from jaxcert.models.defects._nonconservative import curl, nonintegrable
-from jaxcert.models.defects._roughness import kinked, noise, ripple
+from jaxcert.models.defects._roughness import kinked, noise, ripple, step
 from jaxcert.models.defects._stress import bad_stress, parity_stress
 from jaxcert.models.defects._symmetry import chirality, eggbox, orientation
 
 __all__ = [
     "curl", "nonintegrable", "orientation", "chirality", "eggbox", "nonextensive", "bad_stress",
-    "parity_stress", "ripple", "kinked", "noise", "with_knobs", "DEFECTS",
+    "parity_stress", "ripple", "kinked", "step", "noise", "with_knobs", "DEFECTS",
 ]
 
 #: name → factory ``f(model, knob=...) -> Model``: the names ``--defect name=value`` accepts.
@@ -77,5 +78,6 @@ DEFECTS: dict[str, Callable[..., Model]] = {
     "parity_stress": parity_stress,
     "ripple": ripple,
     "kinked": kinked,
+    "step": step,
     "noise": noise,
 }

@@ -1,6 +1,6 @@
 """Defects of the regularity of the surface (docs/probes.md §8.2): :func:`ripple` (a high-frequency
-ripple on every pair), :func:`kinked` (a force step, C¹ broken) and :func:`noise` (forces that
-are not a smooth function of the positions).
+ripple on every pair), :func:`kinked` (a force step, C¹ broken), :func:`step` (an energy step, C⁰
+broken, what a hard cutoff does) and :func:`noise` (forces that are not a smooth function of the positions).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from jaxcert.models._common import pair_sum
 from jaxcert.models.defects._base import Length, atom_mask, fmt, pairs_within, wrap
 from jaxcert.models.morse import quintic_cutoff
 
-__all__ = ["ripple", "kinked", "noise"]
+__all__ = ["ripple", "kinked", "step", "noise"]
 
 
 def ripple(model: Model, amplitude: float = 0.01, wavelength: float = 0.1, cutoff: float | None = None) -> Model:
@@ -106,6 +106,47 @@ def kinked(model: Model, strength: float = 1.0, d0: float | None = None, width: 
     knobs = {"strength": jnp.asarray(float(strength)), "d0": d0_len.leaf(), "width": jnp.asarray(float(width))}
     return wrap(model, f"kinked({fmt(strength)})", knobs, identity="C1 continuity (force step at d0)",
                  energy_term=term, cutoff=d0_len.cutoff(1.5))
+
+
+def step(model: Model, strength: float = 0.05, r_step: float | None = None) -> Model:
+    r"""Pair energy step: every pair closer than r_s costs A more, with no switching (C⁰ broken).
+
+    .. math::  E \mathrel{+}= A \sum_{i<j} H(r_s - r_{ij}),
+               \qquad E \text{ jumps by } -A \text{ when a pair stretches through } r = r_s.
+
+    This is what a hard cutoff does to a pair potential φ (there A = φ(r_c) at r_s = r_c, docs/probes.md
+    §4.17), isolated from everything else: autodiff differentiates the step as zero, so forces, stress,
+    Hessians and every trajectory are the clean model's, and only energies of geometries on opposite
+    sides of r_s see it.  Conservative in the sense of every derivative identity, E(3)- and
+    permutation-invariant, pairwise, extensive; discontinuous energy.  In NVE molecular dynamics the
+    total energy changes by ±A whenever a pair crosses r_s (Allen & Tildesley, *Computer Simulation of
+    Liquids*, on truncated potentials).
+
+    Args:
+      strength: A in eV (leaf ``"strength"``), e.g. ``--defect step=0.01``.
+      r_step: r_s in Å; ``None`` → 1.1·d_nn, inside the smoothness scan [0.8 b, b + 0.5 Å] of a
+        nearest-neighbour bond b and away from the shells of the reference crystals (leaf ``"r_step"``).
+
+    Breaks: C⁰ continuity of the energy along a bond (the regularity gate of docs/probes.md §4.17).
+    Must trip: smoothness (the downward step of E as the scanned bond stretches through r_s is a
+    spurious minimum when A exceeds the energy's rise over one grid step: 9.5 meV on the reference LJ of
+    Si, hence the default 0.05 eV; at A = 0.01 the minimum is 0.5 meV deep there, and not there at all on
+    Stillinger–Weber Si, whose rise is 21 meV, while the regularity gate of §4.17 reads 0.01 eV on both).
+    Must not trip: every other probe (each one differentiates the energy, or compares energies of
+    geometries with the same pair distances, or runs a trajectory on the unchanged forces).
+    """
+    rs = Length(r_step, 1.1, "r_step")
+
+    def term(params: dict, s: Structure) -> jax.Array:
+        dt = s.positions.dtype
+        L = rs.of(params["r_step"], s)
+        p = pairs_within(s, L)
+        phi = jnp.where(p.r < jax.lax.stop_gradient(L), 1.0, 0.0).astype(dt)
+        return params["strength"].astype(dt) * pair_sum(phi, p)
+
+    knobs = {"strength": jnp.asarray(float(strength)), "r_step": rs.leaf()}
+    return wrap(model, f"step({fmt(strength)})", knobs, identity="C0 continuity (energy step at r_step)",
+                 energy_term=term, cutoff=rs.cutoff())
 
 
 def noise(model: Model, strength: float = 0.1, seed: int = 0) -> Model:
