@@ -293,7 +293,7 @@ def certify_entry(entry: BoardEntry, settings: dict[str, Any],
                          finished=finished,
                          on_probe=lambda rep: write_report(rep, path, complete=False),
                          throughput=settings["throughput"], md_kept=kept_md(path) if kept else None,
-                         progress=display)
+                         progress=display, gates=settings.get("gates", "exact"))
         write_report(report, path, complete=True)
     except KeyboardInterrupt:
         raise
@@ -438,7 +438,8 @@ def run_board(models: str | Sequence[str | BoardEntry], elements: str | Sequence
               throughput: bool = True, workers: int | None = None, scheduler: str | None = None,
               client: Any = None, on_model: Callable[[dict[str, Any]], None] | None = None,
               progress: Callable[[str, list[str], list[str]], Any] | None = None,
-              skip_unsupported: bool = False) -> BoardResult:
+              skip_unsupported: bool = False,
+              gates: str = "exact") -> BoardResult:
     """Certify every model into ``out/<name>.json`` (resumable), then write ``out/board.json`` and
     ``out/index.html`` (module docstring; docs/board.md).
 
@@ -461,6 +462,8 @@ def run_board(models: str | Sequence[str | BoardEntry], elements: str | Sequence
       skip_unsupported: an element a model has no parameters for is recorded as unsupported in its report
         instead of refusing the board, and every model is averaged over the elements all of them support
         (``board["averaged_elements"]``).
+      gates: the gate profile of the verdicts, the exit code and the page (:mod:`jaxcert.report.gates`):
+        ``"exact"`` (default) or ``"reference"``; board.json carries each row's count under both.
 
     Raises:
       InputError: bad models, elements, probes, seed, dtype, workers or output folder, or an element some model
@@ -476,6 +479,7 @@ def run_board(models: str | Sequence[str | BoardEntry], elements: str | Sequence
     seed = inputs.seed("--seed", seed)
     inputs.choice("--dtype", dtype, ("float64", "float32"))
     inputs.choice("--agg", agg, ("arithmetic", "geometric", "harmonic"))
+    inputs.choice("--gates", gates, ("exact", "reference"))
     if workers is not None:
         workers = inputs.integer("--workers", workers, minimum=1)
     if workers is not None and scheduler:
@@ -491,6 +495,7 @@ def run_board(models: str | Sequence[str | BoardEntry], elements: str | Sequence
         jax.config.update("jax_enable_x64", True)
     cache = jax.config.jax_compilation_cache_dir
     settings = {"elements": els, "probes": names, "seed": seed, "dtype": dtype, "agg": agg, "out": folder,
+                "gates": gates,
                 "throughput": bool(throughput), "x64": bool(jax.config.jax_enable_x64),
                 "cache": os.path.dirname(cache) if cache else None}
     loaded = check_elements(entries, els, bool(skip_unsupported))
@@ -529,7 +534,12 @@ def write_board(folder: str, entries: Sequence[BoardEntry], statuses: Sequence[d
     sources, averaged, lacking = _same_elements(sources, settings["elements"])
     align = "intersection" if lacking else "strict"  # lacking: every model averaged over the common elements
     if sources:
-        board = build_board(sources, align=align)
+        board = build_board(sources, align=align, gates=settings.get("gates", "exact"))
+        by_file = {os.path.abspath(r["file"]): r for r in board["rows"]}
+        for s in ok:  # the verdict of a kept report too is judged under this board's profile
+            row = by_file.get(os.path.abspath(s["file"]))
+            if row is not None:
+                s["gates_ok"] = row["gates_passed"] == row["gates_total"]
     else:
         board = {"schema": BOARD_SCHEMA, "kind": "report", "align": "strict", "columns": list(settings["probes"]),
                  "elements": list(settings["elements"]), "dropped": [], "notes": [], "version_keys": [],
@@ -546,7 +556,8 @@ def write_board(folder: str, entries: Sequence[BoardEntry], statuses: Sequence[d
                               "(--skip-unsupported); unsupported: " + "; ".join(
                                   f"{name}: {', '.join(els)}" for name, els in lacking.items()))
     board["failed"] = failed
-    board["settings"] = {k: settings[k] for k in ("elements", "probes", "seed", "dtype", "agg", "throughput")}
+    board["settings"] = {k: settings.get(k, "exact") for k in ("elements", "probes", "seed", "dtype", "agg",
+                                                               "throughput", "gates")}
     write_json(board, os.path.join(folder, BOARD_JSON))
     page = _page(board, board_html(board) if board["rows"] else None)
     tmp = os.path.join(folder, f".{BOARD_HTML}.tmp{os.getpid()}")

@@ -49,26 +49,34 @@ def _num(x: Any) -> str:
 def failures(report: Any, gates: Sequence[str] | None = None, configs: Mapping[str, Any] | None = None
              ) -> list[str]:
     """One entry per (probe, element) of ``report`` whose gate failed or that crashed (module docstring);
-    ``gates`` limits the check to these probes (default: every gated probe of the report)."""
+    ``gates`` limits the check to these probes (default: every gated probe of the report).
+
+    The verdicts are the report's gate profile's (:meth:`Report.verdicts`), except for a probe whose
+    thresholds ``configs`` overrides: that probe's own gate with the user's thresholds decides."""
     configs = dict(configs or {})
+    verdicts = report.verdicts()
     out = []
     for o in report.outcomes:
         if gates is not None and o.name not in gates:
             continue
-        cfg = configs.get(o.name, PROBES[o.name].config())
-        thr = ", ".join(f"{k} = {v:g}" for k, v in gate_thresholds(cfg).items()) or "none recorded"
+        override = o.name in configs
+        thr = ", ".join(f"{k} = {v:g}" for k, v in gate_thresholds(configs[o.name]).items()) if override else ""
         why = "\n".join(textwrap.wrap(explain(o.name), width=100, initial_indent="    ", subsequent_indent="    "))
         for k, el in enumerate(o.elements):
             st = o.status[k]
+            v = verdicts[o.name][k]
             if st in NOT_RUN:
                 continue
             if st == "error":
-                msg = (o.details[k].get("error") if isinstance(o.details[k], dict) else None) or o.message
-                out.append(f"  {o.name} on {el}: crashed: {msg}\n{why}")
-            elif o.gated and not bool(o.gate[k]):
-                out.append(f"  {o.name} on {el}: defect {_num(o.defect[k])} (target {o.target:g}), threshold {thr}, "
-                           f"score {_num(o.score[k])}" + (" (non-finite output)" if st == "non-finite" else "")
-                           + f"\n{why}")
+                out.append(f"  {o.name} on {el}: {v.reason or 'crashed'}\n{why}")
+                continue
+            failed = (o.gated and not bool(o.gate[k])) if override else v.passed is False
+            if failed:
+                threshold = thr if override else f"{v.threshold} ({report.profile} profile, {report.precision})"
+                out.append(f"  {o.name} on {el}: defect {_num(o.defect[k])} (target {o.target:g}), threshold "
+                           f"{threshold}, score {_num(o.score[k])}"
+                           + (f"\n    reason: {v.reason}" if v.reason and not override else "")
+                           + (" (non-finite output)" if st == "non-finite" else "") + f"\n{why}")
     return out
 
 
@@ -142,7 +150,7 @@ def _check_arguments(model: Any, elements: Any, probes: Any, gates: Any, seed: A
 
 def assert_certified(model: Any, elements: str | Sequence[str], probes: str | Sequence[str] | None = None,
                      gates: Sequence[str] | Mapping[str, Mapping[str, float]] | None = None, seed: int = 0,
-                     dtype: Any = None, skip_unsupported: bool = False) -> Any:
+                     dtype: Any = None, skip_unsupported: bool = False, profile: str = "exact") -> Any:
     """Certify ``model`` on ``elements`` and raise :class:`AssertionError` naming every failed gate.
 
     Args:
@@ -153,6 +161,9 @@ def assert_certified(model: Any, elements: str | Sequence[str], probes: str | Se
         probe → threshold overrides, e.g. ``{"conservativeness": {"gate_threshold": 0.05}}`` (the keys are
         the probe config's ``gate*`` fields; see :func:`gate_thresholds`).
       seed, dtype, skip_unsupported: as :func:`jaxcert.certify`.
+      profile: the gate profile (:mod:`jaxcert.report.gates`): ``"exact"`` (default: thresholds at the
+        floating-point floor of the model's precision, so a force head off by a constant factor fails) or
+        ``"reference"`` (the published finite-difference board's gates).
 
     Returns:
       The :class:`~jaxcert.report.certification.Report` (to assert more on it).
@@ -187,10 +198,10 @@ def assert_certified(model: Any, elements: str | Sequence[str], probes: str | Se
     if missing:
         raise InputError(f"gates: {', '.join(missing)} not among the probes run ({', '.join(names)})")
     report = certify(model, elements, probes=names, seed=seed, dtype=dtype, configs=configs,
-                     skip_unsupported=skip_unsupported)
+                     skip_unsupported=skip_unsupported, gates=profile)
     found = failures(report, checked, configs)
     if found:
         n = len(found)
         raise AssertionError(f"jaxcert: model {report.model['name']!r} failed {n} gate{'s' * (n != 1)} "
-                             f"(seed {seed}, {report.dtype}):\n" + "\n".join(found))
+                             f"(seed {seed}, {report.dtype}, {report.profile} gates):\n" + "\n".join(found))
     return report

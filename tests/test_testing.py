@@ -22,10 +22,11 @@ def test_a_curl_defect_fails_with_the_documented_message():
     with pytest.raises(AssertionError) as info:
         assert_certified(model, "Si,C", gates=["conservativeness"])
     msg = str(info.value)
-    assert msg.startswith(f"jaxcert: model {model.name!r} failed 2 gates (seed 0, float64):\n")
+    assert msg.startswith(f"jaxcert: model {model.name!r} failed 2 gates (seed 0, float64, exact gates):\n")
     for el in ("Si", "C"):
         assert f"  conservativeness on {el}: defect " in msg
-    assert "(target 0), threshold gate_threshold = 0.25, score " in msg
+    assert "(target 0), threshold < " in msg and "(exact profile, float64), score " in msg
+    assert "reason: along the bond scan the force and −dE/ds differ by" in msg
     assert " ".join(explain("conservativeness").split()[:12]) in " ".join(msg.split())  # the meaning, wrapped
     assert "equivariance" not in msg  # only the gates asked for were run and checked
 

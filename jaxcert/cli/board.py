@@ -37,7 +37,7 @@ def cmd_board(a: argparse.Namespace) -> int:
     res = run_board(entries, a.elements, a.out, probes="all" if a.probes is None else a.probes, seed=a.seed,
                     dtype=a.dtype, agg=a.agg, throughput=not a.no_throughput, workers=a.workers,
                     scheduler=a.scheduler, on_model=show, skip_unsupported=a.skip_unsupported,
-                    progress=None if a.quiet else display)
+                    progress=None if a.quiet else display, gates=a.gates)
     width = max(shutil.get_terminal_size((110, 24)).columns, MIN_WIDTH)
     if res.board["rows"]:
         print(board_table(res.board, width=width))
@@ -80,6 +80,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--seed", default="0", help="run seed, an integer in [0, 2^31-1] (default 0)")
     c.add_argument("--dtype", default="float64", help="float64 (default) or float32")
     c.add_argument("--agg", default="geometric", choices=["arithmetic", "geometric", "harmonic"])
+    c.add_argument("--gates", default="exact", choices=["exact", "reference"],
+                   help="gate profile of the verdicts and the exit code: exact (default; thresholds at each "
+                   "model's floating-point floor) or reference (the published finite-difference board's gates); "
+                   "board.json carries both counts (docs/probes.md §3.1)")
     c.add_argument("--workers", metavar="N", default=None,
                    help="certify N models at once on a local dask cluster (one model per worker process)")
     c.add_argument("--scheduler", metavar="ADDRESS", default=None,

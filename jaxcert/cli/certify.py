@@ -14,6 +14,7 @@ from jaxcert.cli._common import load_model, model_args, set_dtype
 from jaxcert.core import inputs
 from jaxcert.probes.suite import certify, resolve_probes
 from jaxcert.progress import PROBE_WEIGHTS, StepProgress
+from jaxcert.report.gates import PROFILES
 from jaxcert.report.summary import NOT_RUN
 
 __all__ = ["cmd_certify", "cmd_lambda", "register"]
@@ -42,6 +43,8 @@ def cmd_certify(a: argparse.Namespace) -> int:
         if path is not None:
             inputs.output_file(flag, path)
     model = load_model(a.model, a.defect, a.max_batch)
+    if dict(model.info).get("warning"):  # a model outside its parameterisation says so before any work
+        print(f"jaxcert: model warning: {dict(model.info)['warning']}", file=sys.stderr)
     supported, _ = inputs.split_supported("--elements", model, elements, skip_unsupported=a.skip_unsupported)
     if not supported:
         raise inputs.InputError(f"--elements: model {model.name!r} supports none of {', '.join(elements)}; "
@@ -56,7 +59,7 @@ def cmd_certify(a: argparse.Namespace) -> int:
     try:
         report = certify(model, elements, probes=names, seed=seed, dtype=dtype, agg=a.agg, progress=progress,
                          skip_unsupported=a.skip_unsupported, finished=finished, on_probe=checkpoint,
-                         throughput=a.throughput, md_kept=kept_md(a.json) if kept else None)
+                         throughput=a.throughput, md_kept=kept_md(a.json) if kept else None, gates=a.gates)
     finally:
         if progress is not None:
             progress.close()
@@ -107,6 +110,13 @@ def cmd_lambda(a: argparse.Namespace) -> int:
     return _exit_code(res.passed, a)
 
 
+def gate_profile(q: argparse.ArgumentParser) -> None:
+    q.add_argument("--gates", default="exact", choices=list(PROFILES),
+                   help="gate profile: exact (default; thresholds at the floating-point floor of the model's "
+                   "precision and its own force scale) or reference (the published finite-difference board's "
+                   "gates, for side-by-side boards); docs/probes.md §3.1")
+
+
 def no_fail(q: argparse.ArgumentParser) -> None:
     q.add_argument("--no-fail-on-gate", action="store_true", help="exit 0 even when a gate fails")
 
@@ -133,6 +143,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also measure throughput: evaluations/s of the suite and a short NVE run on ~100 atoms, in the "
                    "report's 'throughput' (docs/board.md; minutes for a large network on a CPU, so off unless asked; "
                    "`jaxcert board` measures it by default)")
+    gate_profile(c)
     no_fail(c)
     c.set_defaults(fn=cmd_certify)
 

@@ -38,7 +38,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
             inputs.output_file(flag, path)
             for report in a.reports:  # the board must not overwrite a report it reads
                 inputs.distinct_outputs((("REPORT.json", report), (flag, path)))
-    board = build_board(a.reports, align=a.align, allow_version_mismatch=a.allow_version_mismatch)
+    board = build_board(a.reports, align=a.align, allow_version_mismatch=a.allow_version_mismatch, gates=a.gates)
     sort_rows(board, a.sort, a.reverse)  # validates --sort before anything is written
     print(board_table(board, sort=a.sort, reverse=a.reverse, width=width, layout=a.layout))
     if a.json:
@@ -58,6 +58,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "structures of jaxcert lambda --json reports). See docs/compare.md.")
     c.add_argument("reports", nargs="+", metavar="REPORT.json", help="report files (all certify or all lambda)")
     c.add_argument("--html", help="write the board as a self-contained HTML page")
+    c.add_argument("--gates", default="exact", choices=["exact", "reference"],
+                   help="gate profile every cell is judged under, from the stored defects: exact (default) or "
+                   "reference (the published finite-difference board's gates); docs/probes.md §3.1")
     c.add_argument("--json", help="write the board as strict JSON (schema jaxcert-board/1)")
     c.add_argument("--align", default="strict", choices=ALIGN_MODES,
                    help="strict (default): refuse different element/probe/structure sets; intersection: keep "

@@ -35,7 +35,15 @@ def morse(
     rcut2: float = 2.7,
     name: str = "morse",
 ) -> Model:
-    """Morse model; parameters in eV and Å (``rcut1``, ``rcut2`` in units of r0)."""
+    """Morse model; parameters in eV and Å (``rcut1``, ``rcut2`` in units of r0).
+
+    With ``element`` the well sits at the element's nearest-neighbour distance d_nn and its depth is the
+    cohesive energy / 8.61 (an fcc crystal's twelve bonds, less the relaxation).  Without an element or an
+    explicit ``r0`` the parameters are ASE's placeholders (r0 = 1 Å, ε = 1 eV), which describe no material: the
+    model's ``info["warning"]`` says so, and ``jaxcert certify`` prints it before the table, because on a real
+    element's structures most pairs then sit beyond the 2.7 Å cutoff and the probes fail for that reason.
+    """
+    placeholder = element is None and r0 is None
     if element is not None:
         r0 = d_nn(element) if r0 is None else r0
         epsilon = cohesive_energy(element) / 8.610 if epsilon is None else epsilon
@@ -55,5 +63,9 @@ def morse(
         params=(jnp.asarray(epsilon), jnp.asarray(float(rho0)), jnp.asarray(r0)),
         name=name,
         cutoff=rc,
-        info=(("source", "ASE MorsePotential"), ("units", "eV, Å")),
+        info=(("source", "ASE MorsePotential"), ("units", "eV, Å"))
+        + ((("warning", f"morse without an element: r0 = {r0:g} Å, ε = {epsilon:g} eV and the cutoff {rc:g} Å are "
+             "placeholders, not a material's; most pairs of a real element's structures lie beyond the cutoff, "
+             "so zero_modes and others fail for that reason (build it with jaxcert.models.get('morse', "
+             "element='Cu') or give r0)"),) if placeholder else ()),
     )

@@ -61,6 +61,7 @@ from jaxcert.probes.base import NOT_RUN, PROBES, STATUS_NAMES, UNSUPPORTED, Prob
 from jaxcert.probes.card import model_card
 from jaxcert.probes.throughput import throughput as measure_throughput
 from jaxcert.report import Report
+from jaxcert.report import gates as gate_profiles
 from jaxcert.report.summary import combine_scores, to_jsonable
 
 _model_key.register()  # the store keys a user's model by what it computes (cache.register_traced)
@@ -226,6 +227,7 @@ def certify(
     throughput: bool = False,
     md_kept: dict[str, Any] | None = None,
     card: bool = True,
+    gates: str = "exact",
 ):
     """Run the certification suite and return a :class:`jaxcert.report.certification.Report`.
 
@@ -260,6 +262,9 @@ def certify(
         of the same report (:func:`jaxcert.checkpoint.kept_md`), used instead of measuring it again; a resumed
         run that recomputes one probe does not spend minutes re-running the MD of a large network.
       card: put the model card (:func:`jaxcert.probes.card.model_card`) in the report's ``"card"``.
+      gates: the gate profile of the report's verdicts (:mod:`jaxcert.report.gates`): ``"exact"`` (thresholds at
+        the floating-point floor of the model's precision, the default) or ``"reference"`` (the published
+        finite-difference board's). Nothing else changes: :meth:`Report.with_profile` judges again.
 
     The report's ``"compilation"`` counts what this call traced, lowered and compiled, and what it loaded from
     the caches instead (:mod:`jaxcert.core.compilation`): a cold and a warm run differ there.
@@ -270,6 +275,7 @@ def certify(
     """
     t_start = time.perf_counter()
     compiled_before = compilation.snapshot()
+    inputs.choice("gates", gates, gate_profiles.PROFILES)
     all_elements = inputs.elements("elements", elements)
     elements, unsupported = inputs.split_supported("elements", model, all_elements,
                                                    skip_unsupported=skip_unsupported)
@@ -321,7 +327,7 @@ def certify(
         return Report.from_outcomes(model=model, elements=all_elements, seed=seed, dtype=str(dtype), agg=agg,
                                     outcomes=outcomes, wall_s=time.perf_counter() - t_start + earlier_s,
                                     machine=machine, card=the_card, throughput=rates,
-                                    compilation=compilation.since(compiled_before))
+                                    compilation=compilation.since(compiled_before), profile=gates)
 
     def evaluate(name: str, spec, cfg, els: tuple[str, ...]) -> ProbeOutcome:
         """The probe on the elements ``els`` in one batch; element k keeps its key whatever the batch."""

@@ -296,6 +296,7 @@ class Report:
         """
         rows = [("Probe", "Target", "Defect", "Score", "Evals", "Gate")]
         probe_gates = self.probe_gates()
+        warning = self.model.get("warning") if isinstance(self.model, dict) else None
         for o in self.outcomes:
             s = o.summary()
             if s["status"] == "skipped":
@@ -310,7 +311,7 @@ class Report:
             gate = "" if g is None else ("PASS" if g else "FAIL")
             rows.append((o.name, f"{o.target:g}", d, sc, str(s["n_evals"]), gate))
         widths = [max(len(r[c]) for r in rows) for c in range(6)]
-        lines = []
+        lines = textwrap.wrap(f"model warning: {warning}", width=width) if warning else []
         for k, r in enumerate(rows):
             cells = [r[0].ljust(widths[0])] + [r[c].rjust(widths[c]) for c in range(1, 6)]
             lines.append("| " + " | ".join(cells) + " |")

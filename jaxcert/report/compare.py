@@ -406,6 +406,12 @@ def build_board(sources: Sequence[str | os.PathLike | Source], align: str = "str
         _refuse([bad_el, bad_pr], "elements and probes" if bad_el and bad_pr else
                 "elements" if bad_el else "probes")
         rows = [_report_row(s, columns, elements, s.name in drop_el, s.name in drop_pr, gates) for s in srcs]
+        for s, row in zip(srcs, rows, strict=True):  # the verdict count under every profile, side by side
+            row["gates_by_profile"] = {gates: {"passed": row["gates_passed"], "total": row["gates_total"]}}
+            for other in gate_profiles.PROFILES:
+                if other != gates:
+                    o = _report_row(s, columns, elements, s.name in drop_el, s.name in drop_pr, other)
+                    row["gates_by_profile"][other] = {"passed": o["gates_passed"], "total": o["gates_total"]}
         dropped = [{"file": s.name, "elements": drop_el.get(s.name, []), "probes": drop_pr.get(s.name, [])}
                    for s in srcs if s.name in drop_el or s.name in drop_pr]
         methods = sorted({r["agg"] for r in rows})

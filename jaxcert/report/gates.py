@@ -63,9 +63,10 @@ REFERENCE: dict[str, dict[str, float]] = {
 #: the safety factor K of each exact threshold K·ε·S (docs/probes.md §3.1 gives the largest clean value in ε·S)
 EXACT_K: dict[str, float] = {
     "conservativeness": 1e4, "betti": 1e4, "trimer": 1e4, "equivariance": 1e4, "parity": 1e4,
-    "representation": 1e4, "cross_maxwell": 1e4, "zero_modes": 1e4,
-    # sums of many terms with cancellation, or a chaotic 200-step round trip: measured up to 3e3 ε·S
-    "stress_consistency": 1e5, "reversibility": 1e5,
+    "cross_maxwell": 1e4, "zero_modes": 1e4,
+    # sums of many terms with cancellation (a 32-atom supercell, a stress of 4.5 eV/Å³), or a chaotic
+    # 200-step round trip: measured up to 3e3 ε·S
+    "stress_consistency": 1e5, "reversibility": 1e5, "representation": 1e5,
     # λ over a whole molecular Jacobian: conservative models sit up to ~5e5 ε (docs/probes.md §4.16)
     "lam": 1e7,
 }
@@ -209,34 +210,59 @@ def _equivariance(defect, det, profile, eps):
 
 def _zero_modes(defect, det, profile, eps):
     ref = REFERENCE["zero_modes"]["d"]
-    count = int(_f(det.get("mode_count_error", 0)) or 0)
-    neg = int(_f(det.get("n_negative_modes", 0)) or 0)
     expected = det.get("expected_modes")
-    near = det.get("n_near_zero")
-    if profile == "reference":
-        limit, text = ref, f"d₀ < {_g(ref)} (reference), mode count exact, no negative mode"
+    lam = np.asarray(det.get("eigenvalues", []), float)
+    lam = lam[np.isfinite(lam)]
+    if profile == "reference" or lam.size == 0 or expected is None:
+        limit = ref
+        count = int(_f(det.get("mode_count_error", 0)) or 0)
+        neg = int(_f(det.get("n_negative_modes", 0)) or 0)
+        near = det.get("n_near_zero")
+        tol = _f(det.get("tol"))
+        text = (f"d₀ < {_g(ref)} (reference), exactly {expected} modes below {_g(tol)} eV/Å² (1 % of the "
+                "stiffest), none negative")
+        soft = ""
     else:
-        lam = np.asarray(det.get("eigenvalues", []), float)
-        h_norm = float(np.sqrt(np.nansum(lam ** 2))) if lam.size else float("nan")
+        h_norm = float(np.sqrt(np.sum(lam ** 2)))
         fmax = _f(det.get("relax_fmax_reached"))
-        # rigid rotations are annihilated only at F = 0: the relaxation's residual force sets a floor fmax/‖H‖_F
-        floor = 10.0 * fmax / h_norm if np.isfinite(fmax) and np.isfinite(h_norm) and h_norm > 0 else 0.0
+        fmax = fmax if np.isfinite(fmax) else 0.0
+        # rigid rotations are annihilated only at F = 0: the relaxation's residual force sets their floor, an
+        # eigenvalue of about 0.1·fmax per Å on every clean model; a mode is zero when it is below fmax/(1 Å)
+        # or the round-off of the spectrum, and soft-but-resolved modes are not zero modes
+        floor = 10.0 * fmax / h_norm if h_norm > 0 else 0.0
         limit = min(ref, max(EXACT_K["zero_modes"] * eps, floor))
-        text = (f"d₀ < {_g(limit)} (max(K·ε, 10·fmax/‖H‖_F), at most the reference's {_g(ref)}), "
-                f"mode count exact, no negative mode")
+        tol = max(100.0 * eps * float(np.max(np.abs(lam))), fmax / 1.0)
+        near = int(np.sum(np.abs(lam) < tol))
+        count = abs(near - int(_f(expected)))
+        neg = int(np.sum(lam < -tol))
+        text = (f"d₀ < {_g(limit)} (max(K·ε, 10·fmax/‖H‖_F)), at least {expected} modes below {_g(tol)} eV/Å² "
+                "(fmax/1 Å, or 100·ε·max|λ|), none below minus that")
+        n_soft = int(np.sum((np.abs(lam) >= tol) & (np.abs(lam) < _f(det.get("tol", 0.0)))))
+        extra = near - int(_f(expected))
+        # the count is a property of the model on this cluster, not an identity: a model without dihedral
+        # terms inside its cutoff has true torsional zero modes on a 13-atom diamond cut (Stillinger–Weber),
+        # and a soft cluster has soft modes; both are reported, not gated
+        soft = "".join([
+            f"; {extra} extra zero mode{'s' if extra > 1 else ''} reported, not gated (torsions or atoms the cutoff"
+            " leaves free on this cluster)" if extra > 0 else "",
+            f"; {n_soft} soft mode{'s' if n_soft > 1 else ''} below 1 % of the stiffest, resolved as non-zero"
+            if n_soft else ""])
+        count = max(0, -extra)  # fewer zero modes than rigid motions: the rigid motions are not annihilated
     bad = []
     if not (np.isfinite(defect) and defect < limit):
         bad.append(f"the Hessian does not annihilate rigid motions: d₀ = {_g(defect)} ≥ {_g(limit)}")
     if count:
-        found = near if near is not None else "?"
-        want = expected if expected is not None else "?"
-        bad.append(f"{found} near-zero modes where {want} are expected (count error {count})"
-                   + ("; the relaxation did not converge" if det.get("relax_converged") is False else
-                      ": soft or extra zero modes at the relaxed geometry (an atom outside the cutoff, or a"
-                      " floppy cluster)"))
+        if profile == "exact":
+            why = ": fewer zero modes than rigid motions, so the energy is not invariant under them"
+        elif det.get("relax_converged") is False:
+            why = "; the relaxation did not converge"
+        else:
+            why = ": soft or extra zero modes at the relaxed geometry (an atom outside the cutoff, or a floppy cluster)"
+        bad.append(f"{near if near is not None else '?'} zero modes where {expected} are expected (count error "
+                   f"{count}){why}")
     if neg:
         bad.append(f"{neg} negative mode{'s' if neg > 1 else ''}: the relaxation stopped at a saddle, not a minimum")
-    return not bad, text, "; ".join(bad) if bad else None
+    return not bad, text + soft, "; ".join(bad) if bad else None
 
 
 def _trimer(defect, det, profile, eps):

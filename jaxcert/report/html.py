@@ -462,7 +462,7 @@ def render_report(report: Any) -> str:
         f"<h1>jaxcert certification: {html.escape(str(d['model'].get('name')))}</h1>",
         f"<p>Elements {html.escape(', '.join(els))} · seed {d['seed']} · {html.escape(d['dtype'])} · "
         f"overall <b>{agg['overall'] if agg['overall'] is None else round(agg['overall'], 4)}</b> ({agg['method']}) · "
-        f"gates {agg['gates_passed']}/{agg['gates_total']} · {agg['n_evals']} model evaluations · "
+        f"{html.escape(report.gates_line(agg))} · {agg['n_evals']} model evaluations · "
         f"{d['wall_time_s']:.1f} s</p>",
         (f"<p class=note>{html.escape(compilation_line(d['compilation']))}</p>"
          if isinstance(d.get("compilation"), dict) else ""),
@@ -475,6 +475,11 @@ def render_report(report: Any) -> str:
         defect = "—" if p["defect"] is None else html.escape(format_defect(p["defect"], p.get("defect_stderr")))
         score = "—" if p["score"] is None else f"{p['score']:.3f}"
         status = html.escape(p["status"]) + (f": {html.escape(p['message'])}" if p["message"] else "")
+        if p.get("reasons"):  # why each element failed or did not run, one line each
+            status += "<ul class=reasons>" + "".join(f"<li>{html.escape(r)}</li>" for r in p["reasons"]) + "</ul>"
+        if p.get("noise_floor") is not None and p["defect"] is not None:
+            status += (f"<br><small>noise floor of an exact model {p['noise_floor']:.2g} "
+                       f"({p['defect'] / p['noise_floor']:.1f}× it)</small>" if p["noise_floor"] > 0 else "")
         why = html.escape(explain(p["name"]) or "")
         parts.append(f"<tr id='probe-{html.escape(p['name'])}'><td>{html.escape(p['name'])}</td>"
                      f"<td>{p['target']:g}</td><td>{defect}</td><td>{score}</td><td>{p['n_evals']}</td>"
