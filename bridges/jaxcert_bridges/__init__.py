@@ -67,7 +67,7 @@ def chgnet(version: str = "0.3.0", precision: str | None = None, hvp: str = "exa
 
     pot = CHGNetPotential(version, skin=skin, isolated_atoms=isolated_atoms)
     return model_from_backend(TorchBackend(pot, precision=precision, hvp=hvp, max_batch=max_batch),
-                              info={**_info(pot), "hvp_path": hvp})
+                              info={**_info(pot), "hvp_path": hvp, **({"precision": precision} if precision else {})})
 
 
 def sevennet(model: str = "7net-0", modal: str | None = None, precision: str | None = None, hvp: str = "exact",
@@ -82,7 +82,7 @@ def sevennet(model: str = "7net-0", modal: str | None = None, precision: str | N
 
     pot = SevenNetPotential(model, modal=modal, skin=skin)
     return model_from_backend(TorchBackend(pot, precision=precision, hvp=hvp, max_batch=max_batch),
-                              info={**_info(pot), "hvp_path": hvp})
+                              info={**_info(pot), "hvp_path": hvp, **({"precision": precision} if precision else {})})
 
 
 def mace(path: str, precision: str | None = None, device: str = "cpu"):

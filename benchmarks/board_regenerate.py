@@ -1,0 +1,120 @@
+"""Rebuild the committed board (benchmarks/results/board/) from its reports under both gate profiles, recomputing
+nothing: every verdict is judged again from the stored defects and details (jaxcert/report/gates.py).
+
+Writes, beside the reports:
+
+* ``board.json`` and ``index.html``: the board under the exact profile (jaxcert's default); each row also carries
+  its verdict count under the reference profile (``gates_by_profile``);
+* ``board_reference.json`` and ``reference.html``: the same board under the reference profile, the published
+  finite-difference board's gates, for setting the two boards side by side.
+
+A report written before bridged models stated their precision (CHGNet ``chgnet@float32``) is judged at the
+precision its spec in ``benchmarks/board_models.toml`` names; the report file is not changed.
+
+The board averages every model over the same elements.  A report that lacks some of them (EMT has parameters for
+C and Al only of Li…S) is left off both boards and named in their notes: keeping it would average it over fewer
+elements than the rest, and ``--skip-unsupported`` would average every model over C and Al.
+
+    python benchmarks/board_regenerate.py [--folder benchmarks/results/board]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from jaxcert.board import BOARD_HTML, BOARD_JSON, _page
+from jaxcert.checkpoint import write_json
+from jaxcert.report.compare import board_html, build_board, load
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _supported(path: str) -> list[str]:
+    """The elements a report has results for on every probe (none of them unsupported)."""
+    doc = json.load(open(path, encoding="utf-8"))
+    return [el for el in doc["elements"]
+            if all(p["per_element"].get(el, {}).get("status") != "unsupported" for p in doc["probes"])]
+
+
+def _spec_precisions(toml_path: str) -> dict[str, str]:
+    """Report file stem -> the precision its board spec names (``@float32`` / ``@float64``)."""
+    from jaxcert.board import read_models_toml
+
+    out = {}
+    if os.path.exists(toml_path):
+        for e in read_models_toml(toml_path):
+            opts = e.spec.partition("@")[2].split(",")
+            for p in ("float32", "float64"):
+                if p in opts:
+                    out[e.name] = p
+    return out
+
+
+def _load(path: str, precisions: dict[str, str]):
+    src = load(path)
+    stem = os.path.basename(path)[:-len(".json")]
+    model = src.data.get("model")
+    if isinstance(model, dict) and not model.get("precision") and stem in precisions:
+        model["precision"] = precisions[stem]  # in memory only: what the spec ran it in
+    return src
+
+
+def regenerate(folder: str, toml_path: str = os.path.join(HERE, "board_models.toml")) -> dict[str, dict]:
+    old = json.load(open(os.path.join(folder, BOARD_JSON), encoding="utf-8"))
+    settings = dict(old["settings"])
+    elements = list(settings["elements"])
+    # the board's models in the order of its TOML (board.json itself is rewritten below)
+    from jaxcert.board import read_models_toml
+
+    files = [f"{e.name}.json" for e in read_models_toml(toml_path)
+             if os.path.exists(os.path.join(folder, f"{e.name}.json"))]
+    precisions = _spec_precisions(toml_path)
+    keep, left = [], {}
+    for f in files:
+        have = _supported(os.path.join(folder, f))
+        if have == elements:
+            keep.append(f)
+        else:
+            left[f] = [el for el in elements if el not in have]
+    boards = {}
+    for profile, name, page in (("exact", BOARD_JSON, BOARD_HTML), ("reference", "board_reference.json",
+                                                                     "reference.html")):
+        board = build_board([_load(os.path.join(folder, f), precisions) for f in keep], gates=profile)
+        for row in board["rows"]:
+            row["file"] = os.path.basename(row["file"])
+            row["elements_in_report"] = elements
+        board["averaged_elements"] = elements
+        if left:
+            board["notes"].append("left off this board because they lack elements every other model has (their "
+                                  "reports are beside it): " + "; ".join(f"{f}: no {', '.join(els)}"
+                                                                         for f, els in left.items()))
+        other = "reference.html (board_reference.json)" if profile == "exact" else "index.html (board.json)"
+        board["notes"].append(f"gate profile {profile}: every verdict judged from the stored defects and details "
+                              f"(benchmarks/board_regenerate.py); the other profile's board is {other}")
+        board["failed"] = old.get("failed", [])
+        board["settings"] = {**settings, "gates": profile}
+        write_json(board, os.path.join(folder, name))
+        with open(os.path.join(folder, page), "w", encoding="utf-8") as fh:
+            fh.write(_page(board, board_html(board)))
+        boards[profile] = board
+    return boards
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--folder", default=os.path.join(HERE, "results", "board"))
+    a = ap.parse_args()
+    boards = regenerate(a.folder)
+    ex, ref = boards["exact"], boards["reference"]
+    print(f"{'model':44s} {'precision':9s} {'exact':>7s} {'reference':>9s}")
+    for r in ex["rows"]:
+        g = r["gates_by_profile"]
+        print(f"{r['label']:44s} {r['precision']:9s} {g['exact']['passed']:>3d}/{g['exact']['total']:<3d} "
+              f"{g['reference']['passed']:>5d}/{g['reference']['total']}")
+    assert [r["file"] for r in ex["rows"]] == [r["file"] for r in ref["rows"]]
+
+
+if __name__ == "__main__":
+    main()
