@@ -185,3 +185,14 @@ def test_statistical_noise_floor_is_the_half_normal_mean():
             floor = np.mean([noise_floor(e["defect_stderr"]) for e in per])
             assert p["defect"] / floor < 2.5, p["name"]
             assert p["defect"] / p["defect_stderr"] > 2.5  # the old reading: "3–5 standard errors" from zero
+
+
+def test_a_curl_fails_betti_under_exact_and_names_it():
+    """The curl planted at 0.3 passes the reference's betti gate (a sixth of it) and fails the exact one."""
+    from jaxcert.models import defects
+    from jaxcert.specs import load_model
+
+    rep = jaxcert.certify(defects.curl(load_model("lj"), 0.3), ["Si"], probes=["betti"], dtype="float64")
+    assert rep.probe_gates("reference") == {"betti": True}
+    (v,) = rep.verdicts()["betti"]
+    assert v.passed is False and "curl" in v.reason
