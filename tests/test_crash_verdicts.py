@@ -51,6 +51,7 @@ def _interrupted(params, s):
 #: models the CLI loads as ``tests.test_crash_verdicts:NAME`` (module:attr)
 boom = LJ.replace(energy_fn=_raises, name="boom")
 vector = LJ.replace(energy_fn=_vector_energy, name="vector")
+nan_on_silicon = LJ.replace(energy_fn=_nan_on_silicon, name="nan-on-si")
 
 
 def _one(report, name):

@@ -196,3 +196,16 @@ def test_a_curl_fails_betti_under_exact_and_names_it():
     assert rep.probe_gates("reference") == {"betti": True}
     (v,) = rep.verdicts()["betti"]
     assert v.passed is False and "curl" in v.reason
+
+
+@pytest.mark.parametrize(("model", "probe", "reason"), [
+    ("tests.test_crash_verdicts:boom", "parity", "crashed: RuntimeError: boom"),
+    ("tests.test_crash_verdicts:vector", "conservativeness", "crashed: ModelOutputError: model 'vector' energy"),
+    ("tests.test_crash_verdicts:nan_on_silicon", "betti", "the model returned NaN or inf"),
+])
+def test_a_crashing_or_nan_model_exits_1_with_the_probe_and_its_reason(model, probe, reason, capsys, monkeypatch):
+    monkeypatch.syspath_prepend(ROOT)
+    argv = ["certify", "--model", model, "--elements", "Ar,Si", "--probes", probe, "--quiet"]
+    assert main(argv) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"FAIL {probe} [Si]: {reason}" in out
