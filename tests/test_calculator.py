@@ -46,3 +46,29 @@ def test_stress_refused_without_periodicity(atoms):
     a.get_forces()
     with pytest.raises(PropertyNotImplementedError, match="periodic"):
         a.get_stress()
+
+
+def test_energy_forces_and_stress_come_from_one_pass(atoms):
+    """Asked for all three, the calculator traces the model's energy once (one program, one reverse pass over
+    positions and strain) and gives the values the separate calls give."""
+    import jax
+
+    from jaxcert.core.structure import Structure
+
+    emt = models.get("emt")
+    traces = []
+
+    def counted(params, s):
+        traces.append(1)  # runs once per trace of a program that evaluates the energy
+        return emt.energy_fn(params, s)
+
+    model = emt.replace(energy_fn=counted, name="emt-counted")
+    a = atoms.copy()
+    a.calc = to_ase_calculator(model)
+    a.calc.calculate(a, properties=["energy", "forces", "stress"])
+    assert len(traces) == 1
+    got = a.calc.results
+    s = Structure.from_ase(a, dtype=jax.numpy.zeros(()).dtype, min_distance=None)
+    np.testing.assert_allclose(got["forces"], np.asarray(emt.forces(s)), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got["stress"], np.asarray(emt.stress_voigt(s)), rtol=1e-12, atol=1e-14)
+    assert got["energy"] == pytest.approx(float(emt.energy(s)), rel=1e-14)

@@ -2,8 +2,9 @@
 
 Used by the contour baseline (:mod:`jaxcert.attacks.contour`), re-exported by the bridges
 (``jaxcert_bridges.to_ase_calculator``), and available to any ASE workflow: energy and free energy
-(eV), forces (eV/Å) from one jitted call, and stress (eV/Å³, ASE's sign and Voigt order
-xx, yy, zz, yz, xz, xy) on fully periodic cells when the model defines one.
+(eV), forces (eV/Å) and, on fully periodic cells when the model defines one, stress (eV/Å³, ASE's sign and
+Voigt order xx, yy, zz, yz, xz, xy), all from one jitted call: for a model without heads one reverse pass
+gives the forces and the stress together (:meth:`jaxcert.Model.energy_forces_stress`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from ase.calculators.calculator import Calculator, PropertyNotImplementedError, all_changes
 
-from jaxcert.core.model import Model
+from jaxcert.core.model import Model, voigt
 from jaxcert.core.structure import Structure
 
 __all__ = ["ModelCalculator", "to_ase_calculator"]
@@ -38,14 +39,17 @@ class ModelCalculator(Calculator):
     def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
         super().calculate(atoms, properties, system_changes)
         s = Structure.from_ase(self.atoms, dtype=self.dtype, min_distance=None)
-        E, F = self.model.energy_and_forces(s)
-        self.results = {"energy": float(E), "free_energy": float(E), "forces": np.asarray(F, np.float64)}
         if "stress" in properties:
             if not all(self.atoms.pbc):
                 raise PropertyNotImplementedError("stress needs a fully periodic cell")
             if not self.model.stress_available:
                 raise PropertyNotImplementedError(f"model {self.model.name!r} defines no stress")
-            self.results["stress"] = np.asarray(self.model.stress_voigt(s), np.float64)
+            E, F, sigma = self.model.energy_forces_stress(s)  # one call, one reverse pass
+        else:
+            E, F = self.model.energy_and_forces(s)
+        self.results = {"energy": float(E), "free_energy": float(E), "forces": np.asarray(F, np.float64)}
+        if "stress" in properties:
+            self.results["stress"] = np.asarray(voigt(sigma), np.float64)
 
 
 def to_ase_calculator(model: Model, dtype: Any = None) -> ModelCalculator:

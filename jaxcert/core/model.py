@@ -296,6 +296,34 @@ class Model:
         """(E eV, F eV/Å) with one backward pass when forces are conservative."""
         return _jit_energy_and_forces(self, self.prepare(s))
 
+    def energy_forces_stress(self, s: Structure) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """(E eV, F eV/Å, σ (3, 3) eV/Å³) from one jitted call, with one reverse pass for a model without heads
+        (:meth:`energy_forces_stress_of`); raises :class:`StressUnavailable` without pbc or stress."""
+        if not self.has_stress(s):
+            self.stress_of(self.params, s)  # raises the precise StressUnavailable
+        return _jit_energy_forces_stress(self, self.prepare(s))
+
+    def energy_forces_stress_of(self, params: Any, s: Structure) -> tuple[jax.Array, jax.Array, jax.Array]:
+        r"""Pure (E, F, σ).  Without heads, one reverse pass of E(𝔽R, h𝔽ᵀ) with 𝔽 = I + sym(ε) over (R, ε) at
+        ε = 0 gives both derivatives: ∂E/∂R (𝔽 = I there, so it is the force's −∇E) and ∂E/∂ε = Vσ
+        (docs/probes.md §1.2), the same values the separate calls give, for the cost of one backward pass.
+        With a head, the head is evaluated as it is (as :meth:`forces_of` and :meth:`stress_of`)."""
+        if self.forces_fn is not None or self.stress_fn is not None:
+            E, F = self.energy_and_forces_of(params, s)
+            return E, F, self.stress_of(params, s)
+        if not s.periodic:
+            raise StressUnavailable("stress is undefined for a non-periodic structure (pbc all False)")
+        if not self.stress_available:
+            raise StressUnavailable(f"model {self.name!r} has no stress output")
+        zero = jnp.zeros((3, 3), s.positions.dtype)
+
+        def energy(R, eps):
+            return self.energy_of(params, strain(s.replace(positions=R), _sym(eps)))
+
+        E, (g, dE) = jax.value_and_grad(energy, argnums=(0, 1))(s.positions, zero)
+        F = _guard(s, -g * s.mask[..., None].astype(g.dtype))
+        return E, F, _guard(s, dE / jnp.abs(det3(s.cell)))
+
     def energy_and_forces_of(self, params: Any, s: Structure) -> tuple[jax.Array, jax.Array]:
         """Pure (E, F); one backward pass when forces are conservative."""
         if self.forces_fn is not None:
@@ -328,6 +356,7 @@ _jit_energy = jax.jit(lambda m, s: m.energy_of(m.params, s))
 _jit_forces = jax.jit(lambda m, s: m.forces_of(m.params, s))
 _jit_stress = jax.jit(lambda m, s: m.stress_of(m.params, s))
 _jit_energy_and_forces = jax.jit(lambda m, s: m.energy_and_forces_of(m.params, s))
+_jit_energy_forces_stress = jax.jit(lambda m, s: m.energy_forces_stress_of(m.params, s))
 
 
 __all__ += ["StructureError"]
