@@ -598,7 +598,10 @@ def _page(board: dict[str, Any], page: str | None) -> str:
 
 def main_progress(status: dict[str, Any], k: int, n: int, stream: Any = None) -> None:
     """One line per finished model for a terminal or a log (used by ``jaxcert board``); ``stream`` defaults
-    to the ``sys.stderr`` of the moment of the call."""
+    to the ``sys.stderr`` of the moment of the call.  A name or reason from a model is printed with its control
+    characters as visible escapes (:func:`jaxcert.report.summary.printable`)."""
+    from jaxcert.report.summary import printable
+
     stream = sys.stderr if stream is None else stream
     if status["status"] == "failed":
         text = f"FAILED ({status['stage']}): {status['reason'][:200]}"
@@ -609,4 +612,5 @@ def main_progress(status: dict[str, Any], k: int, n: int, stream: Any = None) ->
     else:
         text = (f"{len(status['computed'])} probes computed, {len(status['kept'])} kept, gates "
                 f"{'passed' if status['gates_ok'] else 'FAILED'}")
-    print(f"[{k}/{n}] {status['name']}: {text} ({status['wall_s']:.1f} s)", file=stream, flush=True)
+    line = printable(f"{status['name']}: {text}", keep="")
+    print(f"[{k}/{n}] {line} ({status['wall_s']:.1f} s)", file=stream, flush=True)

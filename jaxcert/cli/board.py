@@ -13,6 +13,7 @@ from jaxcert.board import main_progress, parse_models, run_board
 from jaxcert.cli._common import set_dtype
 from jaxcert.progress import PROBE_WEIGHTS, StepProgress
 from jaxcert.report.compare import MIN_WIDTH, board_table
+from jaxcert.report.summary import printable
 
 __all__ = ["cmd_board", "register"]
 
@@ -32,7 +33,7 @@ def cmd_board(a: argparse.Namespace) -> int:
 
     # a serial run: each model's probes as they run (docs/board.md)
     def display(name: str, probes: list[str], kept: list[str]) -> StepProgress:
-        return StepProgress(probes, PROBE_WEIGHTS, label=name, done=kept)
+        return StepProgress(probes, PROBE_WEIGHTS, label=printable(name, keep=""), done=kept)
 
     res = run_board(entries, a.elements, a.out, probes="all" if a.probes is None else a.probes, seed=a.seed,
                     dtype=a.dtype, agg=a.agg, throughput=not a.no_throughput, workers=a.workers,
@@ -42,7 +43,8 @@ def cmd_board(a: argparse.Namespace) -> int:
     if res.board["rows"]:
         print(board_table(res.board, width=width))
     for f in res.failed:
-        print(f"failed: {f['name']} ({f['spec']}, {f['stage']}): {f['reason']}")
+        # a spec, reason or name can hold any text (a model's exception): control characters as visible escapes
+        print(printable(f"failed: {f['name']} ({f['spec']}, {f['stage']}): {f['reason']}", keep=""))
     print(f"wrote {res.json_path}")
     print(f"wrote {res.html_path}")
     code = 0

@@ -47,6 +47,7 @@ from jaxcert.report.summary import (
     format_defect,
     mean_noise_floor,
     noise_floor,
+    printable,
     to_jsonable,
 )
 
@@ -309,9 +310,11 @@ class Report:
                 sc = f"{s['score']:.3f}"
             g = probe_gates[o.name]
             gate = "" if g is None else ("PASS" if g else "FAIL")
-            rows.append((o.name, f"{o.target:g}", d, sc, str(s["n_evals"]), gate))
+            rows.append((printable(o.name, keep=""), f"{o.target:g}", d, sc, str(s["n_evals"]), gate))
         widths = [max(len(r[c]) for r in rows) for c in range(6)]
-        lines = textwrap.wrap(f"model warning: {warning}", width=width) if warning else []
+        # text from the model or its report (warning, failure reasons, model notes) is printed with its control
+        # characters as visible escapes (jaxcert.report.summary.printable; docs/compare.md, "Hostile reports")
+        lines = textwrap.wrap(printable(f"model warning: {warning}", keep=""), width=width) if warning else []
         for k, r in enumerate(rows):
             cells = [r[0].ljust(widths[0])] + [r[c].rjust(widths[c]) for c in range(1, 6)]
             lines.append("| " + " | ".join(cells) + " |")
@@ -325,7 +328,8 @@ class Report:
             f"{a['n_evals']} model evaluations · {self.wall_s:.1f} s", width=width)
         for mark, found in (("FAIL", self.failures()), ("skip", self.skips())):
             for line in found:
-                lines += textwrap.wrap(f"{mark} {line}", width=width, initial_indent="  ", subsequent_indent="      ")
+                lines += textwrap.wrap(printable(f"{mark} {line}", keep=""), width=width, initial_indent="  ",
+                                       subsequent_indent="      ")
         lines += self._floor_lines(width)
         if self.compilation:
             lines += textwrap.wrap(compilation_line(self.compilation), width=width)
@@ -348,16 +352,16 @@ class Report:
         for o in self.outcomes:  # what the model's own package said while this probe ran (bridged models)
             for k, el in enumerate(o.elements):
                 for text in (o.details[k].get("model_notes", ()) if isinstance(o.details[k], dict) else ()):
-                    lines.append(f"  {o.name} [{el}] model note: {text}")
+                    lines.append("  " + printable(f"{o.name} [{el}] model note: {text}", keep=""))
         if not explain:
             lines.append("what each probe tests and what a failure means: --explain, the HTML report, or "
                          "docs/reports.md")
-            return "\n".join(lines)
+            return printable("\n".join(lines))
         why = wrapped([o.name for o in self.outcomes], width=width,
                       title="what each probe tests (identity; what a failure means):")
         if why:
             lines += [""] + why
-        return "\n".join(lines)
+        return printable("\n".join(lines))
 
     def gates_line(self, a: dict[str, Any] | None = None) -> str:
         """"gates 9/10 passed (exact profile, float32 floor; reference 10/10) · 1 probe skipped (parity)"."""

@@ -54,6 +54,7 @@ from jaxcert.report.summary import (
     compilation_line,
     element_stderr,
     format_defect,
+    printable,
     to_jsonable,
 )
 
@@ -536,7 +537,13 @@ def _table_rows(board: dict[str, Any], rows: list[dict[str, Any]], labels: list[
         if has_speed(board):
             tail += [_num(r.get("evals_per_s"), ".3g"), _num(r.get("atom_steps_per_s"), ".3g")]
         out.append(head + body + tail + [str(r["versions"].get(k, "—")) for k in vkeys])
-    return [labels] + out
+    return [[_line(c) for c in row] for row in [labels] + out]
+
+
+def _line(text: Any) -> str:
+    """A value from a report for one terminal line: control characters (ESC, BEL, newlines, ...) as visible
+    escapes (:func:`jaxcert.report.summary.printable`; docs/compare.md, "Hostile reports")."""
+    return printable(text, keep="")
 
 
 def _header(board: dict[str, Any]) -> list[str]:
@@ -555,7 +562,7 @@ def _summary_line(board: dict[str, Any]) -> str:
                 f"{board.get('gate_profile', gate_profiles.DEFAULT_PROFILE)} profile")
     else:
         what = f"{n} λ report{'s' * (n != 1)} · {len(board['columns'])} structures"
-    return f"jaxcert comparison board · {what} · alignment {board['align']}"
+    return _line(f"jaxcert comparison board · {what} · alignment {board['align']}")
 
 
 def _reason_lines(board: dict[str, Any], rows: list[dict[str, Any]], width: int) -> list[str]:
@@ -567,8 +574,8 @@ def _reason_lines(board: dict[str, Any], rows: list[dict[str, Any]], width: int)
         for col in board["columns"]:
             for reason in r["cells"][col].get("reasons") or []:
                 mark = "FAIL" if not reason.split(": ", 1)[-1].startswith("not run") else "skip"
-                out.extend(textwrap.wrap(f"{mark} {r['label']} · {col} [{reason.replace(': ', ']: ', 1)}", width=width,
-                                         initial_indent="  ", subsequent_indent="      "))
+                text = _line(f"{mark} {r['label']} · {col} [{reason.replace(': ', ']: ', 1)}")
+                out.extend(textwrap.wrap(text, width=width, initial_indent="  ", subsequent_indent="      "))
     if out:
         out = [f"why (gate profile {board.get('gate_profile', gate_profiles.DEFAULT_PROFILE)}):"] + out
     return out
@@ -578,7 +585,7 @@ def _dropped_lines(board: dict[str, Any]) -> list[str]:
     out = []
     for d in board["dropped"]:
         parts = [f"{what} {_join(d[what])}" for what in ("elements", "probes", "structures") if d.get(what)]
-        out.append(f"  dropped from {d['file']}: {'; '.join(parts)}")
+        out.append("  " + _line(f"dropped from {d['file']}: {'; '.join(parts)}"))
     if out:
         redo = ("cells of reports that lost elements and overall scores of reports that lost probes or elements "
                 "are recomputed over what is kept" if board["kind"] == "report" else
@@ -624,9 +631,9 @@ def board_table(board: dict[str, Any], sort: str | None = None, reverse: bool = 
     lines = _render(table)
     if layout == "probes" or (layout == "auto" and max(map(len, lines)) > width):
         layout = "probes"
-        full = list(header)
+        full = [_line(h) for h in header]
         n_fixed = 3 if board["kind"] == "report" else 4
-        full[n_fixed:n_fixed + len(board["columns"])] = board["columns"]
+        full[n_fixed:n_fixed + len(board["columns"])] = [_line(c) for c in board["columns"]]
         first = "Probe" if board["kind"] == "report" else "Structure"
         lines = _render([[first] + [r[0] for r in table[1:]]] +
                         [[full[c]] + [r[c] for r in table[1:]] for c in range(1, len(full))])
@@ -646,12 +653,12 @@ def board_table(board: dict[str, Any], sort: str | None = None, reverse: bool = 
         out.extend(textwrap.wrap(text, width=width, subsequent_indent="  ", break_on_hyphens=False))
     out += _reason_lines(board, rows, width)
     out += _dropped_lines(board)
-    out += [f"note: {n}" for n in board["notes"]]
+    out += [_line(f"note: {n}") for n in board["notes"]]
     names = list(board["columns"]) if board["kind"] == "report" else ["lam"]  # λ reports: the lam probe's sentence
     why = wrapped(names, width=width, title="what each probe tests (identity; what a failure means):")
     if why:
         out += [""] + why
-    return "\n".join(out)
+    return printable("\n".join(out))  # every line above is already clean: this is the safety net
 
 
 # ------------------------------------------------------------------------------------------------ html
@@ -712,6 +719,9 @@ _CSS = (
 
 # Sorting: a header click orders the <tbody class=row> groups (a model row and its drill-down row) by the
 # data-v of the clicked column, numbers numerically, blanks last; the first click uses data-first.
+# No JavaScript is built from data (docs/compare.md, "Hostile reports"): the only inline handlers are the fixed
+# calls jcSort(this) and jcToggle(this); a link to a probe's section carries the section's id in data-open (an
+# HTML-escaped attribute), and this script attaches its click handler and reads the id as text.
 _JS = """
 function jcSort(th){
   var table=th.closest('table'), idx=Array.prototype.indexOf.call(th.parentNode.children, th);
@@ -733,6 +743,9 @@ function jcToggle(b){
   var d=b.closest('tbody').querySelector('tr.drill'); d.hidden=!d.hidden;
   b.textContent=d.hidden?'\u25b8':'\u25be'; b.setAttribute('aria-expanded', String(!d.hidden));
 }
+Array.prototype.forEach.call(document.querySelectorAll('a[data-open]'), function(a){
+  a.addEventListener('click', function(ev){ev.stopPropagation(); jcOpen(a.getAttribute('data-open'));});
+});
 """
 
 
@@ -750,7 +763,7 @@ def _v(x: Any) -> str:
 def _th(text: str, key_type: str, first: str, title: str = "", link: str = "", full: str = "") -> str:
     """A sortable header; ``full``: the column's full name where ``text`` is its short form."""
     t = f" title='{_e(title)}'" if title else ""
-    a = (f" <a class=why href='#{_e(link)}' onclick='event.stopPropagation();jcOpen(\"{_e(link)}\")' "
+    a = (f" <a class=why href='#{_e(link)}' data-open='{_e(link)}' "
          f"title='what this probe tests, per element'>?</a>") if link else ""
     label = f"<abbr title='{_e(full)}'>{_e(text)}</abbr>" if full and full != text else _e(text)
     return (f"<th onclick='jcSort(this)' data-type={key_type} data-first={first}{t}>{label}{a}</th>")
@@ -799,7 +812,7 @@ def _report_drill(board: dict[str, Any], r: dict[str, Any]) -> str:
     for col in board["columns"]:
         c = r["cells"][col]
         tds = [_element_td(c["per_element"][el]) for el in els]
-        out.append(f"<tr><td><a href='#probe-{_e(col)}' onclick='jcOpen(\"probe-{_e(col)}\")'>{_e(col)}</a></td>"
+        out.append(f"<tr><td><a href='#probe-{_e(col)}' data-open='probe-{_e(col)}'>{_e(col)}</a></td>"
                    f"{''.join(tds)}</tr>")
     po = r.get("per_element_overall") or {}
     out.append("<tr><td><b>overall</b></td>" + "".join(f"<td>{_num(po.get(el), '.4f')}</td>" for el in els)

@@ -460,8 +460,9 @@ def render_report(report: Any) -> str:
         "align-items:flex-start}.heat .legend{max-width:460px}.note{color:#555}p.plotnote{color:#555;margin:.4em 0}"
         "td.why{text-align:left;font-size:85%;color:#555;max-width:460px}</style></head><body>",
         f"<h1>jaxcert certification: {html.escape(str(d['model'].get('name')))}</h1>",
-        f"<p>Elements {html.escape(', '.join(els))} · seed {d['seed']} · {html.escape(d['dtype'])} · "
-        f"overall <b>{agg['overall'] if agg['overall'] is None else round(agg['overall'], 4)}</b> ({agg['method']}) · "
+        f"<p>Elements {html.escape(', '.join(els))} · seed {html.escape(str(d['seed']))} · {html.escape(d['dtype'])} · "
+        f"overall <b>{agg['overall'] if agg['overall'] is None else round(agg['overall'], 4)}</b> "
+        f"({html.escape(str(agg['method']))}) · "
         f"{html.escape(report.gates_line(agg))} · {agg['n_evals']} model evaluations · "
         f"{d['wall_time_s']:.1f} s</p>",
         (f"<p class=note>{html.escape(compilation_line(d['compilation']))}</p>"

@@ -6,6 +6,7 @@ Shared by the report (:mod:`jaxcert.report`), its HTML page and the comparison b
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,7 +15,7 @@ import numpy as np
 from jaxcert.core.result import Status, to_jsonable
 
 __all__ = ["UNSUPPORTED", "NOT_RUN", "AGGREGATIONS", "combine_scores", "to_jsonable", "format_defect", "element_stderr",
-           "combined_stderr", "compilation_line", "noise_floor", "mean_noise_floor"]
+           "combined_stderr", "compilation_line", "noise_floor", "mean_noise_floor", "printable"]
 
 #: Per-element status of an element the model has no parameters for (``certify(skip_unsupported=True)``).
 UNSUPPORTED = Status.UNSUPPORTED.value
@@ -23,6 +24,27 @@ NOT_RUN = (Status.SKIPPED.value, UNSUPPORTED)
 
 #: Ways to combine probe scores into one overall score.
 AGGREGATIONS = ("arithmetic", "geometric", "harmonic")
+
+#: Characters a terminal may act on rather than show: C0 controls (ESC, BEL, CR, backspace, ...), DEL, C1
+#: controls (U+0080-U+009F, among them the 8-bit CSI U+009B) and the bidirectional overrides and isolates
+#: (U+202A-U+202E, U+2066-U+2069) that reorder what is shown.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: Any, keep: str = "\n\t") -> str:
+    """``text`` made safe to print on a terminal: every control character (module constant ``_CONTROL``: C0
+    but the characters in ``keep``, DEL, C1, bidirectional overrides) is replaced by a visible escape,
+    ``\\x1b`` or ``\\u202e``, so an ESC, BEL or CSI sequence in data jaxcert did not write (a model's name,
+    a report's message, a file name) is shown, not obeyed (docs/compare.md, "Hostile reports").
+
+    ``keep=""`` also escapes newlines and tabs: for one-line fields such as a table cell."""
+    def sub(m: re.Match) -> str:
+        c = m.group()
+        if c in keep:
+            return c
+        return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+
+    return _CONTROL.sub(sub, str(text))
 
 
 def combine_scores(scores: Sequence[float], method: str = "geometric") -> float:

@@ -38,6 +38,11 @@ def _e(x: Any) -> str:
     return html.escape(str(x))
 
 
+class _Html(str):
+    """A table cell that is already HTML (built from :func:`_num` and :func:`_e`): :func:`_table` inserts it as it
+    is and escapes every other string (a model spec, a reason, a structure name)."""
+
+
 def _num(x: Any, spec: str = ".3g") -> str:
     if x is None:
         return "–"
@@ -54,10 +59,17 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], left: int = 1) 
     out = ["<table><tr>" + "".join(f'<th class="{"l" if i < left else ""}">{_e(h)}</th>' for i, h in
                                    enumerate(header)) + "</tr>"]
     for r in rows:
-        out.append("<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{v if isinstance(v, str) else _num(v)}'
+        out.append("<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{_cell(v)}'
                                     f"</td>" for i, v in enumerate(r)) + "</tr>")
     out.append("</table>")
     return "".join(out)
+
+
+def _cell(v: Any) -> str:
+    """One table cell: :class:`_Html` as it is, any other string escaped, a number formatted."""
+    if isinstance(v, _Html):
+        return v
+    return _e(v) if isinstance(v, str) else _num(v)
 
 
 def _arr(x: Any) -> np.ndarray:
@@ -141,7 +153,7 @@ def _not_ok(sec: dict) -> str:
 def _ci(b: dict | None, scale: float = 1.0, spec: str = ".3g") -> str:
     if not b or b.get("lo") is None:
         return "–"
-    return f"[{_num(b['lo'] * scale, spec)}, {_num(b['hi'] * scale, spec)}]"
+    return _Html(f"[{_num(b['lo'] * scale, spec)}, {_num(b['hi'] * scale, spec)}]")
 
 
 def _section_head(name: str, title: str, sec: dict) -> str:
@@ -232,7 +244,7 @@ def _prototypes(sec: dict) -> str:
     rows = []
     for m, r in _ok_models(sec).items():
         ret, vd = r["retention"], r["volume_drift"]
-        cells = [f"{_num(f, '.3f')} [{_num(lo, '.2f')}, {_num(hi, '.2f')}]"
+        cells = [_Html(f"{_num(f, '.3f')} [{_num(lo, '.2f')}, {_num(hi, '.2f')}]")
                  for f, lo, hi in zip(ret["fraction"], ret["lo"], ret["hi"], strict=True)]
         rows.append([m, r["decoration"], r["n"], f"{r['n_converged']}/{r['n']} ≤ {r['max_steps']}",
                      r["n_failed_guard"], *cells, vd["median"], vd["median_abs"], vd["frac_abs_above_0.1"]])
@@ -292,9 +304,9 @@ def _consensus(sec: dict) -> str:
     if sec.get("status") != _OK:
         return "".join(out + [f"<p>{_e(sec.get('reason', ''))}</p>"])
     r = sec["result"]
-    out.append(f"<p>min_models = {sec['min_models']}; {r['n_structures']} structures, {r['n_scored']} scored, "
-               f"{r['n_discrepancies']} discrepancies (S &lt; {r['s_max']}, |gap| &gt; {r['d_min']}, z ≥ "
-               f"{r['z_min']}).</p>")
+    out.append(f"<p>min_models = {_e(sec['min_models'])}; {_e(r['n_structures'])} structures, "
+               f"{_e(r['n_scored'])} scored, {_e(r['n_discrepancies'])} discrepancies (S &lt; {_e(r['s_max'])}, "
+               f"|gap| &gt; {_e(r['d_min'])}, z ≥ {_e(r['z_min'])}).</p>")
     if sec.get("discrepancies"):
         out.append(_table(["discrepancy", "gap C − ref (eV/atom)", "spread S", "z"],
                           [[d["name"], d["gap"], d["spread"], d["z"]] for d in sec["discrepancies"]]))
@@ -332,8 +344,8 @@ def _hull(sec: dict) -> str:
 def _val(x: Any) -> str:
     """One headline value with four significant digits; a small mapping as ``key: value`` pairs."""
     if isinstance(x, dict):
-        return ", ".join(f"{_e(k)}: {_val(v)}" for k, v in x.items())
-    return _num(x, ".4g")
+        return _Html(", ".join(f"{_e(k)}: {_val(v)}" for k, v in x.items()))
+    return _Html(_num(x, ".4g"))
 
 
 def _headline_tables(h: dict[str, Any], models: Sequence[str]) -> str:
