@@ -57,12 +57,21 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from jaxcert.core import inputs
+from jaxcert.core.files import safe_file_stem
 from jaxcert.core.inputs import InputError
 
 __all__ = ["BoardEntry", "BoardResult", "parse_models", "read_models_toml", "entry_name", "certify_entry",
-           "run_board", "write_board", "BOARD_JSON", "BOARD_HTML"]
+           "run_board", "write_board", "BOARD_JSON", "BOARD_HTML", "max_workers", "interrupted_message",
+           "MAX_TOML_BYTES", "WORKERS_PER_CPU", "SCHEDULER_TIMEOUT_S", "refuse_images_that_do_not_fit"]
 
 BOARD_JSON, BOARD_HTML = "board.json", "index.html"
+#: Largest ``--models`` TOML file read (bytes): a board of a hundred models is a few kB.
+MAX_TOML_BYTES = 2**20
+#: Most ``--workers`` per core: each worker is a process with its own model and open files, and ten thousand of
+#: them exhaust the file descriptors before any model runs (``--workers`` <= this × the CPU count).
+WORKERS_PER_CPU = 4
+#: Seconds ``--scheduler`` may take to answer before the board is refused (exit 2) rather than waiting.
+SCHEDULER_TIMEOUT_S = 5
 _SAFE = re.compile(r"[^A-Za-z0-9._@+=-]")
 _TOML_KEYS = ("spec", "name", "defects", "max_batch", "dtype")
 
@@ -105,13 +114,28 @@ def _check_spec(spec: str, where: str) -> str:
     return spec
 
 
+def _check_defect(text: str, where: str) -> None:
+    """A ``name=strength`` (or ``name``) defect of a TOML entry, checked as ``--defect`` is when the model loads
+    (:func:`jaxcert.specs.apply_defects`): a known name and a finite strength."""
+    from jaxcert.models.defects import DEFECTS
+
+    name, _, val = text.strip().partition("=")
+    if name not in DEFECTS:
+        raise InputError(f"{where}: unknown defect {inputs.shown(name)}{inputs.did_you_mean(name, DEFECTS)}; "
+                         f"allowed: name=strength with a name from {', '.join(sorted(DEFECTS))}")
+    if val.strip():
+        inputs.finite(where, val.strip())
+
+
 def _unique(entries: list[BoardEntry], where: str) -> list[BoardEntry]:
     seen: dict[str, str] = {}
     for e in entries:
-        if e.name in seen:
-            raise InputError(f"{where}: two models would write {e.name}.json ({seen[e.name]!r} and {e.spec!r}); "
+        safe_file_stem(e.name, where)  # a name that cannot be a file, or is the board's own file: before any work
+        key = e.name.casefold()  # lj.json and LJ.json are one file on a case-insensitive file system
+        if key in seen:
+            raise InputError(f"{where}: two models would write {e.name}.json ({seen[key]!r} and {e.spec!r}); "
                              "list each model once, or give them different names in a TOML file")
-        seen[e.name] = e.spec
+        seen[key] = e.spec
     if not entries:
         raise InputError(f"{where}: got no model; allowed: comma-separated model specs or a .toml file")
     return entries
@@ -123,6 +147,8 @@ def read_models_toml(path: str, where: str = "--models") -> list[BoardEntry]:
     a missing spec or an unreadable file is an :class:`InputError` naming ``where``, the file and the entry."""
     import tomllib
 
+    # a FIFO, a device or a directory is refused before it is opened (opening a FIFO waits for a writer)
+    inputs.regular_file(where, path, max_bytes=MAX_TOML_BYTES, what="a TOML file listing [[models]]")
     try:
         with open(path, "rb") as fh:
             doc = tomllib.load(fh)
@@ -143,11 +169,15 @@ def read_models_toml(path: str, where: str = "--models") -> list[BoardEntry]:
             raise InputError(f"{at}.spec: got {r.get('spec')!r}; allowed: a model spec (a string)")
         defects = r.get("defects", [])
         if not isinstance(defects, list) or not all(isinstance(d, str) for d in defects):
-            raise InputError(f"{at}.defects: got {defects!r}; allowed: a list of \"name=strength\" strings")
+            raise InputError(f"{at}.defects: got {inputs.shown(defects)}; allowed: a list of \"name=strength\" "
+                             "strings")
+        for j, d in enumerate(defects):  # every entry is checked before any model runs, not when its turn comes
+            _check_defect(d, f"{at}.defects[{j}]")
         spec = _check_spec(r["spec"], f"{at}.spec")
         name = r.get("name", entry_name(spec, defects))
         if not isinstance(name, str) or not name or _SAFE.search(name) or name.startswith("."):
             raise InputError(f"{at}.name: got {name!r}; allowed: a file stem of A-Z a-z 0-9 . _ @ + = -")
+        safe_file_stem(name, f"{at}.name" if "name" in r else f"{at}.spec")  # not board/index, at most 200 bytes
         mb = r.get("max_batch")
         if mb is not None and not (isinstance(mb, int) and not isinstance(mb, bool) and mb >= 1) \
                 and str(mb).lower() != "none":
@@ -168,7 +198,7 @@ def parse_models(models: str | Sequence[str | BoardEntry], where: str = "--model
         text = models.strip()
         if text.endswith(".toml"):
             return read_models_toml(text, where)
-        models = [m for m in (p.strip() for p in text.split(",")) if m]
+        models = inputs.split_list(where, text, what="model specs or one .toml file")  # "lj,,emt": refused
     out = []
     for m in models:
         if isinstance(m, BoardEntry):
@@ -266,7 +296,7 @@ def certify_entry(entry: BoardEntry, settings: dict[str, Any],
     path = os.path.join(settings["out"], f"{entry.name}.json")
     try:
         model = model if model is not None else load_model(entry.spec, list(entry.defects), entry.max_batch)
-    except Exception as err:  # noqa: BLE001 - a model that cannot load is a row with its reason
+    except (Exception, SystemExit) as err:  # noqa: BLE001 - a model that cannot load (sys.exit too) is a row
         return _fail(entry, "load", f"{type(err).__name__}: {err}" if not isinstance(err, InputError) else str(err),
                      t0)
     names = list(settings["probes"])
@@ -332,7 +362,7 @@ def check_elements(entries: Sequence[BoardEntry], elements: Sequence[str], skip_
     for e in entries:
         try:
             model = load_model(e.spec, list(e.defects), e.max_batch)
-        except Exception:  # noqa: BLE001 - a model that cannot load is a failed row, with its reason, later
+        except (Exception, SystemExit):  # noqa: BLE001 - a model that cannot load is a failed row, with its reason, later
             continue
         loaded[e.name] = model
         ok = inputs.supported_elements(model)
@@ -352,6 +382,41 @@ def check_elements(entries: Sequence[BoardEntry], elements: Sequence[str], skip_
                          + "; ".join(f"{name!r} lacks {', '.join(bad)}" for name, bad, _ in lacking)
                          + "); choose elements every model supports")
     return loaded
+
+
+def refuse_images_that_do_not_fit(model: Any, probes: Sequence[str], elements: Sequence[str], dtype: Any,
+                                  where: str = "--model") -> None:
+    """Prepare the probes' substrates (``probes`` on ``elements``) with ``model`` before anything runs, so that a
+    cutoff whose periodic images cannot fit in memory (:class:`jaxcert.core.neighbors.TooManyImages`, raised by
+    :meth:`jaxcert.Model.prepare` before allocating) is an input error naming ``where``, the cutoff, the image count
+    and the memory (exit 2), not a crash of every probe.  Any other failure is left to the probes to report."""
+    import jax.numpy as jnp
+
+    from jaxcert.core.neighbors import TooManyImages
+    from jaxcert.probes import substrates
+    from jaxcert.probes.base import PROBES
+
+    dt = {"float64": jnp.float64, "float32": jnp.float32}.get(str(dtype), dtype)
+    specs = [PROBES[n] for n in probes if n in PROBES]
+    batches = []
+    for kind in sorted({p.substrate for p in specs if p.structures is None and p.substrate}):
+        try:
+            batches.append(substrates.stacked(kind, list(elements), dtype=dt)[0])
+        except (Exception, SystemExit):  # noqa: BLE001 - the probe reports it (an unsupported element, ...)
+            continue
+    for p in specs:
+        if p.structures is not None:
+            try:
+                batches.extend(p.structures(dt).values())
+            except (Exception, SystemExit):  # noqa: BLE001
+                continue
+    for b in batches:
+        try:
+            model.prepare(b)
+        except TooManyImages as err:
+            raise InputError(f"{where}: {err}") from None
+        except (Exception, SystemExit):  # noqa: BLE001 - a crash or a skip of the probes, reported as such
+            continue
 
 
 def _supported_in(source: Any, elements: Sequence[str]) -> list[str]:
@@ -379,6 +444,34 @@ def _same_elements(sources: list[Any], elements: Sequence[str]) -> tuple[list[An
     return out, common, lacking
 
 
+def interrupted_message(folder: str | os.PathLike, entries: Sequence[BoardEntry], n_probes: int | None = None) -> str:
+    """The line an interrupted board prints: each model's file in ``folder`` with the probes it keeps (every file
+    is rewritten atomically after each probe, so what is on disk is what a rerun keeps), or that nothing was
+    written."""
+    kept = []
+    for e in entries:
+        path = os.path.join(os.fspath(folder), f"{e.name}.json")
+        try:
+            with open(path, encoding="utf-8") as fh:
+                doc = json.load(fh)
+            n = len(doc.get("probes") or [])
+            done = bool(doc.get("complete"))
+        except (OSError, ValueError, AttributeError, TypeError):
+            continue
+        if n:
+            of = f" of {n_probes}" if n_probes else ""
+            kept.append(f"{e.name}.json ({'complete' if done else f'{n}{of} probes'})")
+    if not kept:
+        return f"interrupted: no model had finished a probe, nothing was kept in {os.fspath(folder)}"
+    return (f"interrupted: kept in {os.fspath(folder)}: {', '.join(kept)}; rerun the same command to resume "
+            "(board.json and index.html are written at the end)")
+
+
+def max_workers() -> int:
+    """The largest ``--workers``: :data:`WORKERS_PER_CPU` per CPU of this machine (at least one CPU)."""
+    return WORKERS_PER_CPU * max(1, os.cpu_count() or 1)
+
+
 def _pythonpath_with_this_jaxcert() -> str:
     """``PYTHONPATH`` with the folder holding this ``jaxcert`` first, so worker processes import the same code."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -399,9 +492,12 @@ def _run_dask(entries: list[BoardEntry], settings: dict[str, Any], workers: int 
         if client is None:
             if scheduler:
                 try:
-                    client = own = Client(scheduler, timeout="20s")
-                except (OSError, TimeoutError) as err:
-                    raise InputError(f"--scheduler: cannot reach {scheduler!r} ({err})") from None
+                    client = own = Client(scheduler, timeout=f"{SCHEDULER_TIMEOUT_S}s")
+                except (OSError, TimeoutError, ValueError) as err:  # no answer, refused, or a name that resolves not
+                    why = " ".join(str(err).split())[:200] or type(err).__name__
+                    raise InputError(f"--scheduler: cannot reach {inputs.shown(scheduler)} within "
+                                     f"{SCHEDULER_TIMEOUT_S} s ({why}); allowed: the address of a running dask "
+                                     "scheduler, tcp://HOST:PORT") from None
             else:
                 os.environ["PYTHONPATH"] = _pythonpath_with_this_jaxcert()  # inherited by the worker processes
                 cluster = LocalCluster(n_workers=int(workers or 1), threads_per_worker=1, processes=True,
@@ -415,7 +511,7 @@ def _run_dask(entries: list[BoardEntry], settings: dict[str, Any], workers: int 
                 k = futures[fut]
                 try:
                     out[k] = fut.result()
-                except Exception as err:  # noqa: BLE001 - a worker that died (memory, signal): the model's row
+                except (Exception, SystemExit) as err:  # noqa: BLE001 - a worker that died (memory, signal, sys.exit)
                     out[k] = _fail(entries[k], "worker", f"{type(err).__name__}: {err}", time.perf_counter())
                 on_model(out[k])
         except BaseException:
@@ -439,7 +535,7 @@ def run_board(models: str | Sequence[str | BoardEntry], elements: str | Sequence
               client: Any = None, on_model: Callable[[dict[str, Any]], None] | None = None,
               progress: Callable[[str, list[str], list[str]], Any] | None = None,
               skip_unsupported: bool = False,
-              gates: str = "exact") -> BoardResult:
+              gates: str = "exact", force: bool = False) -> BoardResult:
     """Certify every model into ``out/<name>.json`` (resumable), then write ``out/board.json`` and
     ``out/index.html`` (module docstring; docs/board.md).
 
@@ -447,7 +543,8 @@ def run_board(models: str | Sequence[str | BoardEntry], elements: str | Sequence
       models: comma-separated specs, a ``.toml`` file, or a list of specs / :class:`BoardEntry`.
       elements: element symbols (list or comma-separated); every model is certified on all of them, and every
         model must support all of them (:func:`check_elements`, before anything runs) unless ``skip_unsupported``.
-      out: the board's folder (created if missing).
+      out: the board's folder: created if missing (its parent must exist), refused when it is a link
+        (:func:`jaxcert.core.files.ensure_output_folder`); marked with ``.jaxcert-output``.
       probes, seed, agg: as :func:`jaxcert.certify`.
       dtype: "float64" (enables JAX's x64 mode) or "float32".
       throughput: measure each model's throughput (:mod:`jaxcert.probes.throughput`) into its report.
@@ -464,6 +561,8 @@ def run_board(models: str | Sequence[str | BoardEntry], elements: str | Sequence
         (``board["averaged_elements"]``).
       gates: the gate profile of the verdicts, the exit code and the page (:mod:`jaxcert.report.gates`):
         ``"exact"`` (default) or ``"reference"``; board.json carries each row's count under both.
+      force: overwrite board.json and index.html in an existing folder that holds them but has no jaxcert board
+        marker (``--force``); a folder this command wrote needs no force, and a link is refused even with it.
 
     Raises:
       InputError: bad models, elements, probes, seed, dtype, workers or output folder, or an element some model
@@ -471,6 +570,7 @@ def run_board(models: str | Sequence[str | BoardEntry], elements: str | Sequence
     """
     import jax
 
+    from jaxcert.core.files import check_target, ensure_output_folder
     from jaxcert.probes.suite import resolve_probes
 
     entries = parse_models(models)
@@ -480,15 +580,18 @@ def run_board(models: str | Sequence[str | BoardEntry], elements: str | Sequence
     inputs.choice("--dtype", dtype, ("float64", "float32"))
     inputs.choice("--agg", agg, ("arithmetic", "geometric", "harmonic"))
     inputs.choice("--gates", gates, ("exact", "reference"))
-    if workers is not None:
-        workers = inputs.integer("--workers", workers, minimum=1)
+    if workers is not None:  # bounded: 10,000 worker processes run out of file descriptors, not models
+        workers = inputs.integer("--workers", workers, minimum=1, maximum=max_workers())
     if workers is not None and scheduler:
         raise InputError("--workers: give either --workers N (a local cluster) or --scheduler ADDRESS, not both")
-    folder = os.path.abspath(os.fspath(out))
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as err:
-        raise InputError(f"--out: {out}: cannot create the folder ({err.strerror or type(err).__name__})") from None
+    if scheduler is not None:  # its form now; whether it answers, within SCHEDULER_TIMEOUT_S, when the models run
+        scheduler = inputs.scheduler_address("--scheduler", scheduler)
+    # one new level at most; a link refused; a folder holding board.json or index.html jaxcert board did not write
+    # (no marker) refused unless force (docs/board.md, "--out").  A model's file is judged by its content when it
+    # is read (load_finished: another run's file becomes a failed row, untouched); a link there is refused now
+    folder = ensure_output_folder(out, "--out", [BOARD_JSON, BOARD_HTML], force=bool(force), kind="board")
+    for e in entries:
+        check_target(os.path.join(folder, f"{e.name}.json"), "--out")
     if not os.access(folder, os.W_OK):
         raise InputError(f"--out: {out}: not writable")
     if dtype == "float64" or any(e.dtype == "float64" for e in entries):
@@ -499,6 +602,11 @@ def run_board(models: str | Sequence[str | BoardEntry], elements: str | Sequence
                 "throughput": bool(throughput), "x64": bool(jax.config.jax_enable_x64),
                 "cache": os.path.dirname(cache) if cache else None}
     loaded = check_elements(entries, els, bool(skip_unsupported))
+    for e in entries:  # a cutoff whose periodic images cannot fit: refused now (exit 2), not a crash per probe
+        if e.name in loaded:
+            supported = [el for el in els if el in (inputs.supported_elements(loaded[e.name]) or els)]
+            refuse_images_that_do_not_fit(loaded[e.name], names, supported, e.dtype or dtype,
+                                          where=f"--models: {e.name}")
     settings["skip_unsupported"] = bool(skip_unsupported)
     report = on_model if on_model is not None else (lambda status: None)
     if workers is None and scheduler is None and client is None:
@@ -519,6 +627,7 @@ def write_board(folder: str, entries: Sequence[BoardEntry], statuses: Sequence[d
     """Build the board of the models that have a complete report (in the given order), add ``failed``,
     ``settings`` and each row's ``card`` and ``throughput``, and write ``board.json`` and ``index.html``."""
     from jaxcert.checkpoint import write_json
+    from jaxcert.core.files import atomic_write
     from jaxcert.report.compare import BOARD_SCHEMA, board_html, build_board, load
 
     ok = [s for s in statuses if s["status"] != "failed"]
@@ -560,10 +669,7 @@ def write_board(folder: str, entries: Sequence[BoardEntry], statuses: Sequence[d
                                                                "throughput", "gates")}
     write_json(board, os.path.join(folder, BOARD_JSON))
     page = _page(board, board_html(board) if board["rows"] else None)
-    tmp = os.path.join(folder, f".{BOARD_HTML}.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(page)
-    os.replace(tmp, os.path.join(folder, BOARD_HTML))
+    atomic_write(os.path.join(folder, BOARD_HTML), page)  # exclusive temporary, fsync, rename; a link is refused
     return board
 
 

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from jaxcert.core.device import device_name
+from jaxcert.core.files import atomic_write
 from jaxcert.core.inputs import InputError
 from jaxcert.probes.base import PROBES
 from jaxcert.probes.suite import ProbeOutcome
@@ -56,38 +56,12 @@ def _identity(model_meta: Any) -> Any:
 FINISHED = ("ok", "non-finite", "skipped", "unsupported")
 
 
-def _umask() -> int:
-    """The process umask, read without changing it (``/proc/self/status`` on Linux; elsewhere set and restored,
-    which other threads could observe for an instant)."""
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def write_json(doc: Any, path: str | os.PathLike, indent: int | None = 2) -> None:
-    """Write strict JSON to ``path`` atomically (temporary file + fsync + ``os.replace``)."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
+    """Write strict JSON to ``path`` atomically (:func:`jaxcert.core.files.atomic_write`: an exclusive temporary
+    in the same folder, fsync, ``os.replace``); a ``path`` that is a symbolic link or not a regular file is
+    refused (:class:`~jaxcert.core.files.OutputFileError`, an ``InputError``), nothing written through it."""
     text = json.dumps(to_jsonable(doc), indent=indent, allow_nan=False) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=".jaxcert-", suffix=".json.tmp", dir=folder)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a report gets the mode open() would give it
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, text)
 
 
 def write_report(report: Report, path: str | os.PathLike, complete: bool = True) -> None:

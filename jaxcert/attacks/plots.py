@@ -15,6 +15,7 @@ backend change) and writes ``<metric>.png`` plus ``bands.json``.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from jaxcert.attacks.metrics import value
+from jaxcert.core.files import atomic_write
 
 __all__ = ["PLOT_METRICS", "attack_bands", "contour_band", "write_plots"]
 
@@ -125,10 +127,11 @@ def write_plots(rows: Sequence[Mapping[str, Any]], out_dir: str, metrics: Sequen
         ax.legend(fontsize=7)
         fig.tight_layout()
         path = os.path.join(out_dir, metric.replace("/", "_") + ".png")
-        fig.savefig(path, dpi=110)
+        png = io.BytesIO()
+        fig.savefig(png, dpi=110, format="png")
+        atomic_write(path, png.getvalue())  # every file atomically, never through a link (jaxcert.core.files)
         written.append(path)
     path = os.path.join(out_dir, "bands.json")
-    with open(path, "w") as fh:
-        json.dump(numbers, fh, indent=1, allow_nan=True)
+    atomic_write(path, json.dumps(numbers, indent=1, allow_nan=True))
     written.append(path)
     return written

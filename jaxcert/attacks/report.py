@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
+import textwrap
 from typing import Any
 
 import numpy as np
@@ -20,9 +20,11 @@ import numpy as np
 from jaxcert.attacks import metrics
 from jaxcert.attacks.pipeline import GridResult
 from jaxcert.core.device import machine
+from jaxcert.core.files import atomic_write
 from jaxcert.core.result import Result, to_jsonable
 
-__all__ = ["AttackReport", "TABLE_METRICS", "METRIC_UNITS", "sweep_warnings", "sweep_document",
+__all__ = ["AttackReport", "TABLE_METRICS", "METRIC_UNITS", "SWEEP_TABLE", "sweep_table", "sweep_warnings",
+           "sweep_document",
            "write_sweep_json"]
 
 #: The metrics :meth:`AttackReport.table` prints per run, immediate and after the second relaxation.
@@ -33,7 +35,7 @@ TABLE_METRICS = (
 #: the unit each printed metric is in ("" for counts and fractions)
 METRIC_UNITS = {
     "median_displacement": "Å", "max_displacement": "Å", "linf_displacement": "Å", "max_delta_force": "eV/Å",
-    "force_angle_median": "rad", "delta_energy": "eV", "bonds_broken": "bonds", "bonds_formed": "bonds",
+    "force_angle_median": "degrees", "delta_energy": "eV", "bonds_broken": "bonds", "bonds_formed": "bonds",
     "bond_jaccard_distance": "fraction", "rdf_l1": "Å", "space_group_change": "fraction of symprecs",
     "symmetry_op_retention_doc": "fraction",
 }
@@ -97,11 +99,9 @@ class AttackReport(Result):
         })
 
     def write_json(self, path: str) -> None:
-        """Write :meth:`to_json` to ``path`` atomically (a temporary file renamed over it)."""
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w") as fh:
-            json.dump(self.to_json(), fh, indent=2, allow_nan=False)
-        os.replace(tmp, path)
+        """Write :meth:`to_json` to ``path`` atomically (:func:`jaxcert.core.files.atomic_write`: an exclusive
+        temporary, fsync, rename; a link is refused)."""
+        atomic_write(path, json.dumps(self.to_json(), indent=2, allow_nan=False))
 
     def table(self) -> str:
         """Plain-text summary: per run, the settings, the second relaxation and the metric table."""
@@ -117,17 +117,81 @@ class AttackReport(Result):
                          f"{r['steps_after']} steps, converged={r['converged_after']}, "
                          f"small_grad_fraction={r['small_grad_fraction']:.3g}")
             lines.append(f"  {'metric':<30}{'unit':<22}{'immediate':>14}{'post-relax':>14}")
+            shown: dict[str, dict[str, Any]] = {}  # metric -> {stage: value}, for the NaN footnotes
             for k in TABLE_METRICS:
                 v1, v2 = r["immediate"].get(k, float("nan")), r["post_relaxation"].get(k, float("nan"))
+                shown[k] = {"immediate": v1, "post_relaxation": v2}
                 lines.append(f"  {k:<30}{METRIC_UNITS.get(k, ''):<22}{v1:>14.6g}{v2:>14.6g}")
             per1 = r["immediate"].get("symmetry_op_retention_by_symprec") or {}
             per2 = r["post_relaxation"].get("symmetry_op_retention_by_symprec") or {}
             for sp in per1:  # the retention at each symprec, never a median that hides which one
                 v1, v2 = (float("nan") if x is None else x for x in (per1.get(sp), per2.get(sp)))
                 name = f"symmetry_op_retention@{sp}"
+                shown[name] = {"immediate": v1, "post_relaxation": v2}
                 lines.append(f"  {name:<30}{'fraction (symprec Å)':<22}{v1:>14.6g}{v2:>14.6g}")
+            lines.extend(_nan_footnotes(r, shown))
             lines.extend(f"  warning: {w}" for w in r["warnings"])
         return "\n".join(lines)
+
+
+_STAGE_NAMES = {"immediate": "immediate", "post_relaxation": "post-relax"}
+
+
+def _nan_footnotes(row: dict[str, Any], shown: dict[str, dict[str, Any]]) -> list[str]:
+    """One line per printed metric that is NaN at some stage, with the reason
+    (:func:`jaxcert.attacks.metrics.nan_reason`): ``  force_angle_median nan (immediate, post-relax): ...``."""
+    out = []
+    for k, by_stage in shown.items():
+        why: dict[str, list[str]] = {}
+        for st, v in by_stage.items():
+            if v is None or (isinstance(v, float) and math.isnan(v)):
+                why.setdefault(metrics.nan_reason(k, row[st], row), []).append(_STAGE_NAMES[st])
+        out.extend(f"  {k} nan ({', '.join(where)}): {reason}" for reason, where in why.items())
+    return out
+
+
+#: The columns :func:`sweep_table` prints per run: (header, dotted path into the row, unit).
+SWEEP_TABLE = (
+    ("max_disp", "post_relaxation.max_displacement", "Å"),
+    ("max_dF", "immediate.max_delta_force", "eV/Å"),
+    ("dE/atom", "post_relaxation.delta_energy_per_atom", "eV/atom"),
+    ("bonds_broken", "post_relaxation.bonds_broken", "bonds"),
+    ("sg_change", "post_relaxation.space_group_change", "fraction of symprecs"),
+)
+
+
+def sweep_table(rows: list[dict[str, Any]], limit: int | None = 200) -> str:
+    """The results of a sweep as text: one line per (structure, attack, ε, seed) run with the second relaxation and
+    the key metrics of :data:`SWEEP_TABLE`, a legend, and one line per column holding NaN with the reasons
+    (:func:`jaxcert.attacks.metrics.nan_reason`).  At most ``limit`` runs are printed (a note gives the rest)."""
+    if not rows:
+        return "no runs stored for this grid yet"
+    shown = rows if limit is None else rows[:limit]
+    heads = ["structure", "attack", "eps", "eps_A", "seed", "steps", "converged", *(h for h, _, _ in SWEEP_TABLE)]
+    body = []
+    for r in shown:
+        body.append([str(r.get("structure")), str(r.get("attack_label", r.get("attack"))), f"{r.get('epsilon'):g}",
+                     f"{metrics.value(r, 'epsilon_A'):.4g}", str(r.get("seed")), str(r.get("steps_after")),
+                     str(r.get("converged_after")), *(f"{metrics.value(r, path):.4g}" for _, path, _ in SWEEP_TABLE)])
+    width = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(heads)]
+    lines = ["  ".join(h.ljust(w) if i < 2 else h.rjust(w) for i, (h, w) in enumerate(zip(heads, width, strict=True)))]
+    lines += ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(b, width, strict=True)))
+              for b in body]
+    if len(shown) < len(rows):
+        lines.append(f"... {len(rows) - len(shown)} more runs (all of them: --export FILE.csv, --json FILE, or "
+                     "jaxcert plot-sweep)")
+    legend = ("eps: as given (Å, or a fraction of the lattice with --relative); eps_A: in Å; steps, converged: the "
+              "second relaxation; " + "; ".join(f"{h}: {path} ({unit})" for h, path, unit in SWEEP_TABLE))
+    lines.extend(textwrap.wrap(legend, 120))
+    for h, path, _ in SWEEP_TABLE:
+        stage, _, metric = path.partition(".")
+        why: dict[str, int] = {}
+        for r in rows:
+            if math.isnan(metrics.value(r, path)):
+                reason = metrics.nan_reason(metric, r.get(stage) or {}, r)
+                why[reason] = why.get(reason, 0) + 1
+        lines.extend(f"{h} nan in {n} of {len(rows)} runs: {reason}" for reason, n in why.items())
+    return "\n".join(lines)
 
 
 def sweep_warnings(rows: list[dict[str, Any]]) -> list[str]:
@@ -166,8 +230,6 @@ def sweep_document(counts: dict[str, Any], config: Any, atoms: dict[str, Any], r
 
 def write_sweep_json(path: str, counts: dict[str, Any], config: Any, atoms: dict[str, Any],
                      rows: list[dict[str, Any]]) -> None:
-    """Write :func:`sweep_document` to ``path`` atomically (a temporary file renamed over it)."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as fh:
-        json.dump(sweep_document(counts, config, atoms, rows), fh, indent=2, allow_nan=False)
-    os.replace(tmp, path)
+    """Write :func:`sweep_document` to ``path`` atomically (:func:`jaxcert.core.files.atomic_write`; a link is
+    refused)."""
+    atomic_write(path, json.dumps(sweep_document(counts, config, atoms, rows), indent=2, allow_nan=False))

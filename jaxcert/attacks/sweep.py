@@ -58,6 +58,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import hashlib
+import io
 import json
 import math
 import os
@@ -75,11 +76,12 @@ from jaxcert._version import __version__
 from jaxcert.attacks.metrics import run_metrics
 from jaxcert.attacks.pipeline import ATTACKS, AttackSpec, PipelineConfig, check_attackable, run_grid
 from jaxcert.core import inputs
+from jaxcert.core.files import atomic_write
 from jaxcert.core.inputs import InputError
 from jaxcert.core.structure import Structure
 
-__all__ = ["Store", "check_store", "APPLICATION_ID", "SCHEMA_VERSION", "task_key", "sweep", "text_progress",
-           "SweepProgress", "ARRAY_FIELDS"]
+__all__ = ["Store", "check_store", "APPLICATION_ID", "SCHEMA_VERSION", "task_key", "sweep", "grid_rows",
+           "text_progress", "SweepProgress", "ARRAY_FIELDS"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -154,6 +156,9 @@ def check_store(path: str, name: str = "path", *, create: bool = True) -> str:
     p = str(path)
     if p == ":memory:":
         return "new"
+    if os.path.islink(p):  # sqlite would open (and write) the file the link points at
+        raise inputs.InputError(f"{name}: {p!r} is a symbolic link; allowed: a jaxcert sweep store or a new path, "
+                                "not a link (jaxcert writes nothing through a link)")
     if not os.path.exists(p) or (os.path.isfile(p) and os.path.getsize(p) == 0):
         if not create:
             raise inputs.InputError(f"{name}: no sweep store at {p!r}" + (" (the file is empty)" if os.path.exists(p)
@@ -257,15 +262,13 @@ class Store:
         """Write the per-atom arrays of one chunk atomically (temp file, fsync, rename); returns the file name."""
         if self.arrays_dir is None or not arrays:
             return None
+        if os.path.islink(self.arrays_dir):
+            raise InputError(f"{self.arrays_dir!r} is a symbolic link; jaxcert writes no file through a link")
         os.makedirs(self.arrays_dir, exist_ok=True)
         name = "chunk-" + hashlib.sha256("\n".join(sorted(keys)).encode()).hexdigest()[:20] + ".npz"
-        final = os.path.join(self.arrays_dir, name)
-        tmp = final + f".tmp{os.getpid()}"
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **{f"{k}/{f}": np.asarray(v) for k, d in arrays.items() for f, v in d.items()})
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, final)
+        buf = io.BytesIO()
+        np.savez(buf, **{f"{k}/{f}": np.asarray(v) for k, d in arrays.items() for f, v in d.items()})
+        atomic_write(os.path.join(self.arrays_dir, name), buf.getvalue())  # exclusive temporary, fsync, rename
         return name
 
     def arrays(self, key: str) -> dict[str, np.ndarray]:
@@ -314,12 +317,15 @@ class Store:
             except ImportError:
                 raise ImportError("Store.export to Parquet needs pyarrow: pip install 'jaxcert[sweep]' (or pyarrow); "
                                   "a .csv path needs nothing extra") from None
-            pq.write_table(pa.table({c: _column([r.get(c) for r in flat]) for c in cols}), str(path))
+            buf = io.BytesIO()
+            pq.write_table(pa.table({c: _column([r.get(c) for r in flat]) for c in cols}), buf)
+            atomic_write(str(path), buf.getvalue())  # atomically, never through a link (jaxcert.core.files)
         elif ext == ".csv":
-            with open(path, "w", newline="") as fh:
-                w = csv.DictWriter(fh, fieldnames=cols)
-                w.writeheader()
-                w.writerows(flat)
+            text = io.StringIO(newline="")
+            w = csv.DictWriter(text, fieldnames=cols)
+            w.writeheader()
+            w.writerows(flat)
+            atomic_write(str(path), text.getvalue())
         else:
             raise InputError(f"Store.export: unknown format {ext or '(no extension)'!r}; use .csv or .parquet")
         return len(flat)
@@ -646,6 +652,18 @@ def sweep(model, structures: Mapping[str, Any], epsilons: Sequence[float], seeds
     emit({"event": "end", "computed": state["computed"], "elapsed_s": time.perf_counter() - state["t0"]})
     remaining = requested - already - state["computed"]
     return {"requested": requested, "already_done": already, "computed": state["computed"], "remaining": remaining}
+
+
+def grid_rows(store: Store, model_name: str, structures: Mapping[str, Any], epsilons: Sequence[float],
+              seeds: Sequence[int], attacks: Sequence[AttackSpec], config: PipelineConfig, dtype: str = "float64"
+              ) -> list[dict[str, Any]]:
+    """The stored rows of one grid (what :func:`sweep` with these arguments computes or finds done), in the store's
+    order; runs not stored yet are absent.  ``jaxcert sweep`` prints them as a table
+    (:func:`jaxcert.attacks.report.sweep_table`)."""
+    keys = {task_key(model_name, lab, spec, ev, sd, config, dtype,
+                     x.info.get("jaxcert_key") if hasattr(x, "info") else None)
+            for lab, x in structures.items() for spec in attacks for ev in epsilons for sd in seeds}
+    return [r for r in store.rows(model=model_name, dtype=dtype) if r["key"] in keys]
 
 
 def _dask_run(model, jobs, store_chunk, scheduler, client, cluster_kwargs) -> None:

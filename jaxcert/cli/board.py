@@ -6,10 +6,11 @@ Argument parsing only: the work is :func:`jaxcert.board.run_board`.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 
-from jaxcert.board import main_progress, parse_models, run_board
+from jaxcert.board import interrupted_message, main_progress, parse_models, run_board
 from jaxcert.cli._common import set_dtype
 from jaxcert.progress import PROBE_WEIGHTS, StepProgress
 from jaxcert.report.compare import MIN_WIDTH, board_table
@@ -35,10 +36,19 @@ def cmd_board(a: argparse.Namespace) -> int:
     def display(name: str, probes: list[str], kept: list[str]) -> StepProgress:
         return StepProgress(probes, PROBE_WEIGHTS, label=printable(name, keep=""), done=kept)
 
-    res = run_board(entries, a.elements, a.out, probes="all" if a.probes is None else a.probes, seed=a.seed,
-                    dtype=a.dtype, agg=a.agg, throughput=not a.no_throughput, workers=a.workers,
-                    scheduler=a.scheduler, on_model=show, skip_unsupported=a.skip_unsupported,
-                    progress=None if a.quiet else display, gates=a.gates)
+    try:
+        res = run_board(entries, a.elements, a.out, probes="all" if a.probes is None else a.probes, seed=a.seed,
+                        dtype=a.dtype, agg=a.agg, throughput=not a.no_throughput, workers=a.workers,
+                        scheduler=a.scheduler, on_model=show, skip_unsupported=a.skip_unsupported,
+                        progress=None if a.quiet else display, gates=a.gates, force=a.force)
+    except KeyboardInterrupt:  # Ctrl-C: what each model's file keeps (the CLI prints it and exits 130)
+        from jaxcert.probes.suite import resolve_probes
+
+        try:
+            total = len(resolve_probes("all" if a.probes is None else a.probes, "--probes"))
+        except ValueError:
+            total = None
+        raise KeyboardInterrupt(interrupted_message(os.path.abspath(a.out), entries, total)) from None
     width = max(shutil.get_terminal_size((110, 24)).columns, MIN_WIDTH)
     if res.board["rows"]:
         print(board_table(res.board, width=width))
@@ -78,6 +88,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="record an element a model has no parameters for as unsupported in its report, and average "
                    "every model over the elements all of them support (board.json: averaged_elements)")
     c.add_argument("--out", required=True, help="the board's folder (created; rerunning resumes it)")
+    c.add_argument("--force", action="store_true", help="write into an existing --out holding a board.json or "
+                   "index.html that jaxcert board did not write (no .jaxcert-output marker); they are overwritten, "
+                   "links are still refused")
     c.add_argument("--probes", default=None, help="comma-separated probe names (default: all 14)")
     c.add_argument("--seed", default="0", help="run seed, an integer in [0, 2^31-1] (default 0)")
     c.add_argument("--dtype", default="float64", help="float64 (default) or float32")

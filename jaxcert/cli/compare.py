@@ -10,6 +10,7 @@ import argparse
 import shutil
 
 from jaxcert.core import inputs
+from jaxcert.core.files import atomic_write
 from jaxcert.report.compare import (
     ALIGN_MODES,
     LAYOUTS,
@@ -41,12 +42,11 @@ def cmd_compare(a: argparse.Namespace) -> int:
     board = build_board(a.reports, align=a.align, allow_version_mismatch=a.allow_version_mismatch, gates=a.gates)
     sort_rows(board, a.sort, a.reverse)  # validates --sort before anything is written
     print(board_table(board, sort=a.sort, reverse=a.reverse, width=width, layout=a.layout))
-    if a.json:
-        board_json(board, a.json)
+    if a.json:  # atomically, never through a link (jaxcert.core.files.atomic_write)
+        atomic_write(a.json, board_json(board) + "\n", "--json")
         print(f"wrote {a.json}")
     if a.html:
-        with open(a.html, "w", encoding="utf-8") as fh:
-            fh.write(board_html(board, sort=a.sort, reverse=a.reverse))
+        atomic_write(a.html, board_html(board, sort=a.sort, reverse=a.reverse), "--html")
         print(f"wrote {a.html}")
     return 0
 

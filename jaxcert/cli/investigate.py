@@ -11,11 +11,14 @@ import argparse
 import os
 
 from jaxcert.core import inputs
+from jaxcert.core.files import ensure_output_folder
 from jaxcert.specs import canonical_specs
 
 __all__ = ["cmd_investigate", "register"]
 
 _PROTOCOLS = ("dimers", "desorption", "adsorption", "constraints")
+#: what investigate writes in --out (docs/detective.md §5); "dft/" is a folder
+_OWNED = ("report.md", "report.html", "escalation.json", "reproduce.py", "figure.svg", "evidence.jsonl", "dft/")
 
 
 def cmd_investigate(a: argparse.Namespace) -> int:
@@ -35,6 +38,13 @@ def cmd_investigate(a: argparse.Namespace) -> int:
     if os.path.exists(memory) and not a.resume:
         raise inputs.InputError(f"--out: {a.out!r} already holds an evidence memory; pass --resume to continue it "
                                 "or choose another directory")
+    # a link among the report's files (evidence.jsonl included: not even read through it), or report files
+    # investigate did not write (no marker): refused (--force)
+    ensure_output_folder(a.out, "--out", _OWNED, force=a.force, kind="investigate", create=False)
+    if a.resume and os.path.lexists(memory):  # every record checked before anything is loaded or written
+        from jaxcert.detective._memory import EvidenceMemory
+
+        EvidenceMemory(memory)
     from jaxcert.detective._constraints import CONSTRAINTS
     from jaxcert.detective._surfaces import ADSORBATES
 
@@ -53,6 +63,7 @@ def cmd_investigate(a: argparse.Namespace) -> int:
             raise inputs.InputError(f"{flag}: model {spec!r} supports none of --elements {','.join(elements)}")
 
     inputs.output_dir("--out", out)  # created only now, after every other check
+    ensure_output_folder(out, "--out", _OWNED, force=a.force, kind="investigate")  # marked: a rerun needs no --force
     from jaxcert.detective import Committee, investigate, make_protocol
 
     committee = Committee(target, members, specs=[target_spec, *committee_specs], dtype=dtype,
@@ -103,6 +114,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "indicative, never decides) may spend on the report's dimers (0: off; default 60)")
     c.add_argument("--out", required=True, help="report directory (created; holds evidence.jsonl)")
     c.add_argument("--resume", action="store_true", help="continue the run whose evidence memory is in --out")
+    c.add_argument("--force", action="store_true", help="write into an existing --out holding report files "
+                   "(report.md, escalation.json, ...) that jaxcert investigate did not write (no .jaxcert-output "
+                   "marker); they are overwritten, links are still refused")
     c.add_argument("--dtype", default="float64", help="float64 (default) or float32")
     c.add_argument("--sequential", action="store_true", help="evaluate one configuration at a time (benchmark "
                    "baseline; results are identical)")

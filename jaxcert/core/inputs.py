@@ -24,8 +24,13 @@ from typing import Any
 __all__ = [
     "InputError", "UnknownName", "split_list", "finite", "positive", "non_negative", "integer", "seed",
     "number_list", "integer_list", "choice", "elements", "supported_elements", "split_supported", "read_atoms",
-    "check_atoms", "output_file", "output_dir", "distinct_outputs", "name_list",
+    "check_atoms", "output_file", "output_dir", "distinct_outputs", "name_list", "did_you_mean", "shown",
+    "clip_line", "SHOWN_CHARS", "regular_file", "scheduler_address",
 ]
+
+#: The most characters of one user value an error message echoes (:func:`shown`): a 100,000-character
+#: ``--elements`` is named by its first characters and its length, never printed whole.
+SHOWN_CHARS = 200
 
 
 class InputError(ValueError):
@@ -38,8 +43,29 @@ class UnknownName(InputError, KeyError):  # noqa: N818 - an InputError that is a
     __str__ = BaseException.__str__  # the message, not KeyError's quoted repr
 
 
+def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
+    """``repr(value)`` for an error message, at most about ``limit`` characters: a longer one is cut and the
+    length of the whole given (``'XXXX...'... (100002 characters)``).  Every message that echoes a user value
+    uses it (docs/cli.md, "Inputs are checked before anything is computed")."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = len(value) if isinstance(value, (str, bytes, list, tuple, dict)) else len(text)
+    return f"{text[:limit]}... ({size} {'characters' if isinstance(value, (str, bytes)) else 'items'})"
+
+
+def clip_line(text: str, limit: int = SHOWN_CHARS) -> str:
+    """One message line: every run of more than ``limit`` non-blank characters cut to ``limit`` (the CLI's last
+    guard for a value some message echoed without :func:`shown`), the whole at most ``10 * limit`` characters."""
+    import re
+
+    one = " ".join(str(text).splitlines())
+    out = re.sub(rf"\S{{{limit + 1},}}", lambda m: f"{m.group(0)[:limit]}... ({len(m.group(0))} characters)", one)
+    return out if len(out) <= 10 * limit else f"{out[:10 * limit]}... ({len(out)} characters)"
+
+
 def _fail(name: str, value: Any, allowed: str) -> InputError:
-    return InputError(f"{name}: got {value!r}; allowed: {allowed}")
+    return InputError(f"{name}: got {shown(value)}; allowed: {allowed}")
 
 
 def _as_float(name: str, value: Any, allowed: str) -> float:
@@ -144,9 +170,11 @@ def integer_list(name: str, value: Any, *, seeds: bool = False, minimum: int | N
         out = [seed(name, v) for v in items]
     else:
         out = [integer(name, v, minimum=minimum) for v in items]
-    dup = sorted({v for v in out if out.count(v) > 1})
+    from collections import Counter
+
+    dup = sorted(v for v, k in Counter(out).items() if k > 1)
     if dup:
-        raise InputError(f"{name}: {dup} given more than once; each value must appear once")
+        raise InputError(f"{name}: {shown(dup)} given more than once; each value must appear once")
     return out
 
 
@@ -171,11 +199,13 @@ def elements(name: str, value: str | Sequence[str]) -> list[str]:
     for sym in items:
         if sym in atomic_numbers and sym != "X":
             continue
-        fixed = sym[:1].upper() + sym[1:].lower()
-        hint = f" (did you mean {fixed!r}?)" if fixed in atomic_numbers and fixed != "X" else ""
-        bad.append(f"{sym!r}{hint}")
+        if len(bad) < 10:  # the first ten are named (with a hint), the rest counted
+            bad.append(f"{shown(sym)}{did_you_mean(sym, chemical_symbols[1:]) if len(sym) <= 8 else ''}")
+        else:
+            bad.append(sym)
     if bad:
-        raise InputError(f"{name}: unknown element symbol(s) {', '.join(bad)}; allowed: symbols H..Og "
+        more = f", ... ({len(bad)} in all)" if len(bad) > 10 else ""
+        raise InputError(f"{name}: unknown element symbol(s) {', '.join(bad[:10])}{more}; allowed: symbols H..Og "
                          f"({chemical_symbols[1]}, {chemical_symbols[2]}, ... {chemical_symbols[118]})")
     _refuse_repeats(name, items, "each element must appear once")
     return items
@@ -282,6 +312,8 @@ def output_file(name: str, path: Any) -> str:
     p = os.path.abspath(os.path.expanduser(os.fspath(path)))
     if os.path.isdir(p) or os.fspath(path).endswith(os.sep):
         raise InputError(f"{name}: {os.fspath(path)!r} is a directory; allowed: {allowed}")
+    if os.path.islink(p):  # jaxcert writes nothing through a link (jaxcert.core.files.atomic_write)
+        raise InputError(f"{name}: {os.fspath(path)!r} is a symbolic link; allowed: {allowed}, not a link")
     if os.path.lexists(p) and not os.path.isfile(p):
         raise InputError(f"{name}: {os.fspath(path)!r} exists and is not a regular file; allowed: {allowed}")
     folder = os.path.dirname(p)
@@ -344,14 +376,77 @@ def name_list(name: str, value: Any, allowed: Sequence[str] | None = None, *, wh
     if allowed is not None:
         bad = [v for v in items if v not in allowed]
         if bad:
-            raise UnknownName(f"{name}: unknown {what[:-1] if what.endswith('s') else what}(s) {bad}; "
-                              f"allowed: {', '.join(allowed)}")
+            raise UnknownName(f"{name}: unknown {what[:-1] if what.endswith('s') else what}(s) {shown(bad)}"
+                              f"{did_you_mean(bad[:10], allowed)}; allowed: {', '.join(allowed)}")
     _refuse_repeats(name, items, "each must appear once")
     return items
 
 
+def did_you_mean(value: Any, choices: Iterable[str], *, cutoff: float = 0.7) -> str:
+    """The hint an "unknown name" message appends: ``" (did you mean 'conservativeness'?)"`` for the choice closest
+    to ``value`` (the same name in another case first, ``si`` → ``Si``; then :func:`difflib.get_close_matches`),
+    or ``""`` when none is close.  For a list of values: ``" (did you mean 'a' for 'x', 'b' for 'y'?)"`` over those
+    with a close choice.  Used for probes, models, defects, elements, attacks, protocols and sections."""
+    import difflib
+
+    options = [str(c) for c in choices]
+    values = [str(value)] if isinstance(value, str) or not isinstance(value, Iterable) else [str(v) for v in value]
+    found = []
+    for v in values:
+        same = [c for c in options if c.lower() == v.lower() and c != v]
+        close = same[:1] or difflib.get_close_matches(v, options, n=1, cutoff=cutoff)
+        if close:
+            found.append((v, close[0]))
+    if not found:
+        return ""
+    if len(values) == 1:
+        return f" (did you mean {found[0][1]!r}?)"
+    return " (did you mean " + ", ".join(f"{c!r} for {v!r}" for v, c in found) + "?)"
+
+
 def _refuse_repeats(name: str, items: Sequence[str], rule: str) -> None:
     """InputError naming the entries of ``items`` that appear more than once."""
-    dup = sorted({v for v in items if items.count(v) > 1})
+    from collections import Counter
+
+    dup = sorted(v for v, k in Counter(items).items() if k > 1)  # Counter: a list of 30,000 names stays linear
     if dup:
-        raise InputError(f"{name}: {', '.join(dup)} given more than once; {rule}")
+        text = ", ".join(dup)
+        raise InputError(f"{name}: {text if len(text) <= SHOWN_CHARS else shown(text)} given more than once; {rule}")
+
+
+def regular_file(name: str, path: Any, *, max_bytes: int | None = None, what: str = "a file") -> str:
+    """An input file that is a regular file (a link to one is followed), checked before it is opened: a FIFO, a
+    device, a socket or a directory is refused, never opened (opening a FIFO blocks until someone writes to it),
+    and so is a file larger than ``max_bytes``.  Returns the path."""
+    import stat
+
+    allowed = f"{what} (a regular file)"
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path).strip():
+        raise _fail(name, path, allowed)
+    p = os.fspath(path)
+    try:
+        st = os.stat(p)
+    except OSError as err:
+        raise InputError(f"{name}: {shown(p)}: {err.strerror or type(err).__name__}; allowed: {allowed}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode)
+                else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+                else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+        raise InputError(f"{name}: {shown(p)} is {kind}; allowed: {allowed}")
+    if max_bytes is not None and st.st_size > max_bytes:
+        raise InputError(f"{name}: {shown(p)} has {st.st_size} bytes; allowed: {allowed} of at most {max_bytes} bytes")
+    return p
+
+
+def scheduler_address(name: str, value: Any) -> str:
+    """A dask scheduler address ``tcp://HOST:PORT`` (or ``tls://``): a host name, an IPv4 address or an IPv6
+    address in brackets, and a port in 1..65535.  Checked before any work; whether it answers is the caller's."""
+    import re
+
+    allowed = "tcp://HOST:PORT (or tls://HOST:PORT), e.g. tcp://head:8786, with a port in 1..65535"
+    text = value.strip() if isinstance(value, str) else value
+    m = re.fullmatch(r"(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?):([0-9]{1,5})",
+                     text) if isinstance(text, str) else None
+    if m is None or not 1 <= int(m.group(4)) <= 65535:
+        raise _fail(name, value, allowed)
+    return text

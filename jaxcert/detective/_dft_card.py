@@ -8,12 +8,15 @@ supplies.  The cost is a rough order of magnitude, 0.01 core-hours × N_atoms² 
 
 from __future__ import annotations
 
+import io
 import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from jaxcert.core.files import OutputFileError, atomic_write
 
 __all__ = ["write_card", "decision_table", "cost_core_hours", "kpoints_for"]
 
@@ -62,6 +65,18 @@ LCHARG = .FALSE.
 """
 
 
+def _real_dirs(folder: str, *parts: str) -> str:
+    """``folder/parts...``, each level created if missing and refused when it is a symbolic link (the card's
+    files are written in the report directory, never through a link out of it)."""
+    path = ""
+    for part in (folder, *parts):
+        path = os.path.join(path, part)
+        if os.path.islink(path):
+            raise OutputFileError(f"{path!r} is a symbolic link; jaxcert writes no file through a link")
+        os.makedirs(path, exist_ok=True)
+    return path
+
+
 def write_card(folder: str | os.PathLike, configurations: Sequence[tuple[str, Any]]) -> list[dict[str, Any]]:
     """Write ``vasp/<label>/{POSCAR,INCAR,KPOINTS}`` and ``qe/<label>.pwi`` for each configuration.
 
@@ -76,19 +91,17 @@ def write_card(folder: str | os.PathLike, configurations: Sequence[tuple[str, An
             continue
         a = _boxed(atoms)
         kp = kpoints_for(atoms) if any(atoms.get_pbc()) else (1, 1, 1)  # open axes: Γ only
-        vdir = os.path.join(folder, "vasp", label)
-        os.makedirs(vdir, exist_ok=True)
-        ase.io.write(os.path.join(vdir, "POSCAR"), a, format="vasp", direct=True, sort=True)
+        vdir = _real_dirs(folder, "vasp", label)
+        poscar = io.StringIO()
+        ase.io.write(poscar, a, format="vasp", direct=True, sort=True)
+        atomic_write(os.path.join(vdir, "POSCAR"), poscar.getvalue())  # every file: atomic, never through a link
         n_species = len(set(a.get_chemical_symbols()))
-        with open(os.path.join(vdir, "INCAR"), "w") as fh:
-            fh.write(_INCAR.format(label=label, magmom=f"{len(a)}*1.0"))
-        with open(os.path.join(vdir, "KPOINTS"), "w") as fh:
-            fh.write(f"Gamma-centred mesh\n0\nGamma\n{kp[0]} {kp[1]} {kp[2]}\n0 0 0\n")
-        with open(os.path.join(vdir, "POTCAR.README"), "w") as fh:
-            fh.write("POTCAR is not shipped: concatenate the PAW_PBE POTCARs of your VASP installation for the "
+        atomic_write(os.path.join(vdir, "INCAR"), _INCAR.format(label=label, magmom=f"{len(a)}*1.0"))
+        atomic_write(os.path.join(vdir, "KPOINTS"), f"Gamma-centred mesh\n0\nGamma\n{kp[0]} {kp[1]} {kp[2]}\n0 0 0\n")
+        atomic_write(os.path.join(vdir, "POTCAR.README"),
+                     "POTCAR is not shipped: concatenate the PAW_PBE POTCARs of your VASP installation for the "
                      f"species in POSCAR order ({' '.join(sorted(set(a.get_chemical_symbols())))}).\n")
-        qdir = os.path.join(folder, "qe")
-        os.makedirs(qdir, exist_ok=True)
+        qdir = _real_dirs(folder, "qe")
         pseudos = {el: f"{el}.pbe.UPF" for el in set(a.get_chemical_symbols())}
         input_data = {"control": {"calculation": "scf", "prefix": label, "pseudo_dir": "./pseudo",
                                   "tprnfor": True, "tstress": bool(all(atoms.get_pbc()))},
@@ -97,7 +110,9 @@ def write_card(folder: str | os.PathLike, configurations: Sequence[tuple[str, An
                                  **{f"starting_magnetization({k + 1})": 0.5 for k in range(n_species)}},
                       "electrons": {"conv_thr": 1e-8, "mixing_beta": 0.3}}
         qpath = os.path.join(qdir, f"{label}.pwi")
-        ase.io.write(qpath, a, format="espresso-in", input_data=input_data, pseudopotentials=pseudos, kpts=kp)
+        pwi = io.StringIO()
+        ase.io.write(pwi, a, format="espresso-in", input_data=input_data, pseudopotentials=pseudos, kpts=kp)
+        atomic_write(qpath, pwi.getvalue())
         rows.append({"label": label, "formula": a.get_chemical_formula(), "atoms": len(a), "kpoints": list(kp),
                      "core_hours": cost_core_hours(atoms),
                      "files": [os.path.relpath(os.path.join(vdir, f), folder) for f in ("POSCAR", "INCAR", "KPOINTS")]

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxcert.core.files import atomic_write
 from jaxcert.core.result import to_jsonable
 from jaxcert.detective._dft_card import decision_table, write_card
 from jaxcert.detective._observables import Observable
@@ -442,8 +443,6 @@ def _html_page(title: str, md: Sequence[str], svg: str = "") -> str:
 
 
 def _write(folder: str, name: str, text: str) -> None:
-    path = os.path.join(folder, name)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    """Atomically (:func:`jaxcert.core.files.atomic_write`: an exclusive, unpredictable temporary, fsync, rename);
+    a target that is a symbolic link or not a regular file is refused, nothing written through it."""
+    atomic_write(os.path.join(folder, name), text)

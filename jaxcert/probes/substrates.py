@@ -31,6 +31,7 @@ Distances are in Å throughout; d_nn(el) is :func:`jaxcert.core.elements.d_nn`.
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,6 +41,7 @@ import numpy as np
 
 from jaxcert.core.cache import stored
 from jaxcert.core.elements import covalent_diameter, d_nn, reference_crystal, symbol
+from jaxcert.core.files import atomic_write
 from jaxcert.core.inputs import InputError
 from jaxcert.core.structure import Structure, stack
 
@@ -422,6 +424,8 @@ def write_substrates(element: str | int, out_dir: str | os.PathLike) -> list[Pat
         atoms.info["substrate"] = kind
         atoms.info["element"] = el
         path = out / f"{el}_{kind}.extxyz"
-        ase.io.write(path, atoms, format="extxyz")
+        text = io.StringIO()
+        ase.io.write(text, atoms, format="extxyz")
+        atomic_write(path, text.getvalue())  # atomically, never through a link (jaxcert.core.files)
         paths.append(path)
     return paths

@@ -279,9 +279,10 @@ class Report:
 
     def to_json(self, path: str | None = None, indent: int = 2) -> str:
         text = json.dumps(self.to_dict(), indent=indent, allow_nan=False)
-        if path is not None:
-            with open(path, "w") as fh:
-                fh.write(text + "\n")
+        if path is not None:  # atomically, never through a link (jaxcert.core.files)
+            from jaxcert.core.files import atomic_write
+
+            atomic_write(path, text + "\n")
         return text
 
     # ------------------------------------------------------------------ table
@@ -399,8 +400,9 @@ class Report:
     # ------------------------------------------------------------------- html
     def to_html(self, path: str | None = None) -> str:
         page = render_report(self)
-        if path is not None:
-            with open(path, "w") as fh:
-                fh.write(page)
+        if path is not None:  # atomically, never through a link (jaxcert.core.files)
+            from jaxcert.core.files import atomic_write
+
+            atomic_write(path, page)
         return page
 

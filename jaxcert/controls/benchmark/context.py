@@ -8,8 +8,6 @@ model and every section, so a run cut short keeps what it finished and ``resume`
 from __future__ import annotations
 
 import json
-import os
-import pathlib
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +15,7 @@ from jaxcert.controls.benchmark.config import COMPARISONS, PER_MODEL_SECTIONS, B
 from jaxcert.controls.benchmark.headline import headline
 from jaxcert.controls.benchmark.models import ModelLoader
 from jaxcert.controls.benchmark.results import FINISHED, ModelRun, SectionResult
+from jaxcert.core import files
 from jaxcert.core.result import Status, to_jsonable
 
 __all__ = ["Context", "atomic_write", "status_of"]
@@ -103,11 +102,6 @@ class Context:
 
 
 def atomic_write(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a synced temporary file and a rename (never a half-written file)."""
-    p = pathlib.Path(path)
-    tmp = p.with_name(p.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, p)
+    """Write ``text`` to ``path`` through an exclusive, synced temporary file and a rename (never a half-written
+    file, never through a link: :func:`jaxcert.core.files.atomic_write`)."""
+    files.atomic_write(path, text)
