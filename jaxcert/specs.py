@@ -100,10 +100,28 @@ def load_model(spec: str, defects: list[str] | None = None, max_batch: str | int
     elif ":" in spec:
         model = load_user_model(spec)
     else:
-        raise inputs.InputError(f"unknown model {spec!r}; registered: {', '.join(models.available())}; "
-                                "or give module:attr for your own jaxcert.Model")
+        raise inputs.InputError(_unknown_model(spec))
     model = apply_defects(model, defects)
     return apply_max_batch(model, max_batch)
+
+
+def _unknown_model(spec: str) -> str:
+    """The message for a spec that names nothing, with what the user probably meant: ``mine.model`` →
+    ``mine:model``, a ``.py`` path → ``PATH.py:model``, a misspelt name → the closest registered one."""
+    known = f"registered: {', '.join(models.available())}; or give module:attr for your own jaxcert.Model"
+    if len(spec) > inputs.SHOWN_CHARS:  # named by its start and length (inputs.shown), no guess
+        return f"--model: unknown model {inputs.shown(spec)}; {known}"
+    if spec.endswith(".py"):
+        folder, base = os.path.split(spec)
+        where = f" run from {folder!r}" if folder else ""
+        return (f"--model: unknown model {spec!r}: a Python file needs the attribute that holds your jaxcert.Model "
+                f"(or a factory): did you mean {spec}:model (file:attribute), or {base[:-3]}:model (module:attribute)"
+                f"{where}?")
+    mod, dot, attr = spec.rpartition(".")
+    if dot and all(p.isidentifier() for p in spec.split(".")):
+        return f"--model: unknown model {spec!r}; did you mean {mod}:{attr} (module:attribute)? {known}"
+    names = [*models.available(), *models.spec_heads(), *BRIDGED]
+    return f"--model: unknown model {spec!r}{inputs.did_you_mean(spec, names)}; {known}"
 
 
 def _load_bridged(spec: str, head: str, given: str) -> Model:
@@ -113,7 +131,7 @@ def _load_bridged(spec: str, head: str, given: str) -> Model:
     except ImportError:
         raise inputs.InputError(
             f"--model {given!r} needs the bridges: pip install -e bridges/ (distribution jaxcert-bridges); "
-            "see README 'Bridges'"
+            "see docs/install.md, section 2 'The bridges (PyTorch models)'"
         ) from None
     theirs = _BRIDGES_HEAD.get(head, head) + spec[len(head):]
     try:
@@ -132,7 +150,8 @@ def apply_defects(model: Model, defects: list[str] | None) -> Model:
     for d in defects or []:
         name, _, val = str(d).partition("=")
         if name not in dmod.DEFECTS:
-            raise inputs.InputError(f"unknown defect {name!r}; available: {', '.join(sorted(dmod.DEFECTS))}")
+            raise inputs.InputError(f"--defect: unknown defect {name!r}{inputs.did_you_mean(name, dmod.DEFECTS)}; "
+                                    f"available: {', '.join(sorted(dmod.DEFECTS))}")
         model = dmod.DEFECTS[name](model, inputs.finite("--defect", val)) if val else dmod.DEFECTS[name](model)
     return model
 
@@ -146,11 +165,48 @@ def apply_max_batch(model: Model, max_batch: str | int | None) -> Model:
                          else inputs.integer("--max-batch", max_batch, minimum=1))
 
 
+def _import_file(spec: str, path: str) -> str:
+    """Import the Python file ``path`` (``--model PATH.py:attr``) as the module named by its stem, with its folder
+    first on ``sys.path`` (so it imports its neighbours as ``python PATH.py`` would); returns that name.  A stem that
+    is not an identifier, or a module of that name already imported from another file, is an input error."""
+    import importlib.util
+
+    full = os.path.abspath(os.path.expanduser(path))
+    if not os.path.isfile(full):
+        raise inputs.InputError(f"--model {spec!r}: no such file {path!r}; allowed: PATH.py:attr naming an existing "
+                                "file, or module:attr")
+    name = os.path.basename(full)[:-3]
+    if not name.isidentifier():
+        raise inputs.InputError(f"--model {spec!r}: {os.path.basename(full)!r} is not a module name; rename the file "
+                                "(letters, digits, underscores)")
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        if os.path.abspath(getattr(loaded, "__file__", "") or "") != full:
+            raise inputs.InputError(f"--model {spec!r}: a module named {name!r} is already imported from "
+                                    f"{getattr(loaded, '__file__', None)!r}; rename {path!r}")
+        return name
+    folder = os.path.dirname(full)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    module = importlib.util.module_from_spec(importlib.util.spec_from_file_location(name, full))
+    sys.modules[name] = module
+    try:
+        module.__spec__.loader.exec_module(module)
+    except (Exception, SystemExit) as err:  # noqa: BLE001 - the user's file failed while importing
+        del sys.modules[name]
+        raise inputs.InputError(f"--model {spec!r}: importing {path!r} raised {type(err).__name__}: "
+                                f"{str(err).strip()[:200]}") from None
+    return name
+
+
 def load_user_model(spec: str) -> Model:
-    """``module:attr``: a :class:`Model` or a zero-argument factory returning one.  The current folder is
-    searched first, as ``python -m`` does.  Whatever the user's code does while importing or building the
-    model (raise, ``sys.exit``, return something else) is reported as an input error naming ``--model``."""
-    mod, _, attr = spec.partition(":")
+    """``module:attr`` (or ``PATH.py:attr``, the file itself): a :class:`Model` or a zero-argument factory returning
+    one.  The current folder is searched first, as ``python -m`` does.  Whatever the user's code does while importing
+    or building the model (raise, ``sys.exit``, return something else) is reported as an input error naming
+    ``--model``."""
+    mod, _, attr = spec.rpartition(":") if spec.rpartition(":")[0].endswith(".py") else spec.partition(":")
+    if mod.endswith(".py") and attr.strip() and all(p.isidentifier() for p in attr.split(".")):
+        mod = _import_file(spec, mod)  # PATH.py:attr: the file itself, imported under its stem's module name
     if not mod.strip() or not attr.strip() or not all(p.isidentifier() for p in mod.split(".")) \
             or not all(p.isidentifier() for p in attr.split(".")):
         raise inputs.InputError(f"--model: got {spec!r}; allowed: a registered name (jaxcert models), a registry "
@@ -164,7 +220,8 @@ def load_user_model(spec: str) -> Model:
     except ModuleNotFoundError as err:
         raise inputs.InputError(f"--model {spec!r}: no module named {err.name!r} (searched the current folder "
                                 f"{os.getcwd()!r} and the installed packages; run from the folder that holds "
-                                f"{mod.split('.')[0]}.py or install it)") from None
+                                f"{mod.split('.')[0]}.py, give its path as PATH/{mod.split('.')[0]}.py:{attr}, or "
+                                "install it)") from None
     except AttributeError:
         raise inputs.InputError(f"--model {spec!r}: module {mod!r} has no attribute {attr!r}") from None
     except (Exception, SystemExit) as err:  # noqa: BLE001 - the user's module failed while importing

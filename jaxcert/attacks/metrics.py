@@ -93,7 +93,7 @@ import itertools
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -103,7 +103,7 @@ from jaxcert.attacks.attacks import grad_tolerance
 __all__ = [
     "SYMPRECS", "RDF_METHOD", "min_image", "displacement", "delta_force", "force_angle", "energy",
     "edges", "topology", "rdf", "rdf_l1", "symmetry_data", "symmetry", "compare", "run_metrics", "run_warnings",
-    "clear_cache",
+    "nan_reason", "clear_cache",
     "AGREEMENT_METRICS", "VERDICTS", "SPREAD_METRICS", "value", "run_key", "dtype_agreement", "grid_agreement",
     "seed_spread", "seed_bands",
 ]
@@ -882,6 +882,42 @@ def run_warnings(row: dict[str, Any], *, periodic: bool, min_lattice: float) -> 
                         "or inf); discrete metrics of that stage are NaN")
     return {"stationary_start": bool(stationary), "half_min_lattice_A": half, "epsilon_exceeds_half_cell": big,
             "nonfinite": bool(bad), "warnings": warnings}
+
+
+def _nan(x: Any) -> bool:
+    """None (a stored NaN read back, a failed symprec) or a non-finite number."""
+    try:
+        return x is None or not math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+_SYMMETRY_METRICS = ("space_group_change", "symmetry_op_retention", "symmetry_op_retention_doc", "unique_site_change",
+                     "unique_site_change_doc")
+
+
+def nan_reason(metric: str, stage: Mapping[str, Any], row: Mapping[str, Any] | None = None) -> str:
+    """Why ``stage[metric]`` is NaN, in words, from what the stage (a :func:`compare` dict) and its run ``row``
+    record; ``"symmetry_op_retention@SYMPREC"`` names the retention at one symprec.  The metric stays NaN (null in
+    JSON); the tables of ``jaxcert attack`` and ``jaxcert sweep`` print this under them (docs/attacks.md §3)."""
+    if ("energy" in stage and _nan(stage["energy"])) or _nan(stage.get("max_displacement", 0.0)):
+        return ("the model returned NaN or inf at this stage (non-finite energy or positions), so it is not compared "
+                "with the reference")
+    name, _, symprec = metric.partition("@")
+    if name == "force_angle_median_robust" and not stage.get("force_angle_atoms_used_robust", 1):
+        fmax = (row or {}).get("fmax")
+        return (f"no atom's reference force reaches fmax{f' ({fmax:g} eV/Å)' if fmax is not None else ''}: a relaxed "
+                "reference has only residual forces, whose direction is noise")
+    if name.startswith("force_angle_median") and not stage.get("force_angle_atoms_used", 1):
+        return (f"the relaxed reference (or this stage) is force-free, |F_ref|·|F| <= {_ANGLE_FLOOR:g} eV²/Å² on "
+                "every atom, so no force angle is defined")
+    if name == "rdf_l1":
+        return "the cell has zero volume (no periodic box), so g(r) has no number density to normalise by"
+    if name in _SYMMETRY_METRICS:
+        where = (f"at symprec {symprec} Å" if symprec else
+                 "at any symprec (" + ", ".join(f"{p:g}" for p in SYMPRECS) + " Å)")
+        return f"spglib gave no symmetry dataset for the reference or this stage {where}"
+    return "not defined for this run (docs/attacks.md §3)"
 
 
 # -------------------------------------------------------------- float32/float64 agreement, cross-seed spread

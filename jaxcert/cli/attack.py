@@ -26,8 +26,8 @@ from jaxcert.attacks.config import (
     stored_rows,
 )
 from jaxcert.attacks.pipeline import OPTIMIZERS
-from jaxcert.attacks.report import AttackReport, sweep_warnings, write_sweep_json
-from jaxcert.attacks.sweep import Store, SweepProgress, sweep
+from jaxcert.attacks.report import AttackReport, sweep_table, sweep_warnings, write_sweep_json
+from jaxcert.attacks.sweep import Store, SweepProgress, grid_rows, sweep
 from jaxcert.cli._common import load_model, model_args, set_dtype
 from jaxcert.core import inputs
 from jaxcert.core.inputs import InputError
@@ -99,7 +99,11 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     finally:
         if progress is not None:
             progress.close()
-    print(f"{st['db']}: {counts}")
+    rows = grid_rows(store, model.name, job.atoms, st["epsilons"], st["seeds"], job.specs, job.pipeline, st["dtype"])
+    print(sweep_table(rows))
+    more = " (a dry run: nothing computed)" if st["dry_run"] else " (rerun the same command to continue)"
+    print(f"store {st['db']}: {counts['requested']} runs requested, {counts['already_done']} already stored, "
+          f"{counts['computed']} computed now, {counts['remaining']} remaining" + (more if counts["remaining"] else ""))
     _warn(sweep_warnings([r for r in store.rows(model=model.name, dtype=st["dtype"]) if r["structure"] in job.atoms]))
     if st["export"]:
         try:

@@ -21,6 +21,7 @@ def cmd_controls(a: argparse.Namespace) -> int:
 
     sections = tuple(inputs.name_list("--sections", a.sections, SECTIONS, what="sections")) \
         if a.sections is not None else SECTIONS
+    _need_pymatgen(sections, a.sections is None)
     models = canonical_specs("--models", a.models)
     panel = canonical_specs("--panel", a.panel)
     seed = inputs.seed("--seed", a.seed)
@@ -52,6 +53,19 @@ def cmd_controls(a: argparse.Namespace) -> int:
         if path:
             print(f"wrote {path}")
     return 0
+
+
+def _need_pymatgen(sections: tuple[str, ...], default: bool) -> None:
+    """Refuse, before anything runs, sections whose reference data ship inside pymatgen when it is not installed
+    (the base install has no pymatgen: ``pip install -e ".[controls]"``)."""
+    from jaxcert.controls.benchmark.config import INSTALL_PYMATGEN, PYMATGEN_SECTIONS
+    from jaxcert.datasets._files import package_roots
+
+    need = [s for s in sections if s in PYMATGEN_SECTIONS]
+    if need and not package_roots("pymatgen"):
+        raise inputs.InputError(f"--sections{' (default: all)' if default else ''}: {', '.join(need)} read reference "
+                                f"data shipped with pymatgen, which is not installed: {INSTALL_PYMATGEN}; "
+                                "--sections eos runs without it (docs/controls.md, section 14)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

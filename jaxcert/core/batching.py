@@ -201,9 +201,11 @@ def in_chunks(n: int, width: int, call: Callable[[int, int, int], T]) -> tuple[l
 def compiled(cache: dict[Any, Any], fn: Any, *args: Any, **static: Any) -> Any:
     """The compiled program of the jitted ``fn`` for the shapes and dtypes of ``args`` (and the values of its
     static arguments ``static``), from ``cache`` or compiled once into it, after :func:`check_fits`.
-    Call it with ``args`` only."""
+    Call it with ``args`` only.  A leaf may be a Python scalar (a model's ``params={"eps": 0.1}``): it is keyed by
+    its type, as ``jax.jit`` traces it (weakly typed)."""
     leaves, treedef = jax.tree_util.tree_flatten(args)
-    key = (fn, treedef, tuple((tuple(x.shape), str(x.dtype)) for x in leaves), tuple(sorted(static.items())))
+    key = (fn, treedef, tuple((tuple(jnp.shape(x)), str(getattr(x, "dtype", type(x).__name__))) for x in leaves),
+           tuple(sorted(static.items())))
     exe = cache.get(key)
     if exe is None:
         exe = cache[key] = fn.lower(*args, **static).compile()

@@ -20,7 +20,8 @@ from jaxcert.core.result import to_jsonable
 
 __all__ = [
     "SCHEMA", "SECTIONS", "PER_MODEL_SECTIONS", "COMPARISONS", "DEFAULT_MODELS", "DEFAULT_PANEL", "BRIDGED_HEADS",
-    "INSTALL_BRIDGES", "QUICK_EOS", "V0_CUTOFF", "BenchmarkConfig", "head", "check_spec", "model_key",
+    "INSTALL_BRIDGES", "PYMATGEN_SECTIONS", "INSTALL_PYMATGEN", "QUICK_EOS", "V0_CUTOFF", "BenchmarkConfig", "head",
+    "check_spec", "model_key",
 ]
 
 SCHEMA = "jaxcert-controls-benchmark/1"
@@ -49,7 +50,10 @@ DEFAULT_PANEL = ("chgnet", "torch-sevennet:7net-0", "torch-sevennet:7net-0_22may
 #: bridged model families; "sevennet" is the old spelling of "torch-sevennet" (jaxcert.specs.canonical_specs)
 BRIDGED_HEADS = ("chgnet", "torch-sevennet", "sevennet")
 INSTALL_BRIDGES = ("pip install torch==2.13.0 (the CPU build), then pip install -e 'bridges/[all]' "
-                   "(jaxcert-bridges with chgnet and sevenn; README, 'Bridges')")
+                   "(jaxcert-bridges with chgnet and sevenn; docs/install.md, section 2 'The bridges')")
+#: The sections whose reference data ship inside pymatgen (docs/datasets.md); eos reads only ASE's.
+PYMATGEN_SECTIONS = ("elastic", "prototypes", "rung0", "consensus", "hull")
+INSTALL_PYMATGEN = 'pip install -e ".[controls]" in the jaxcert checkout (or pip install pymatgen)'
 #: The elements of a quick run's EOS and consensus sections.
 QUICK_EOS = ("Cu", "Ag", "Al")
 #: Trim of relative volume errors (threshold-censored mean, as trimmed_mae): EOS V0 and prototype volume drift.
