@@ -12,6 +12,10 @@ folder, exactly as a careless user or a careful attacker would, and is classifie
   ``--fast-s`` seconds before refusing);
 * **security finding**: a planted payload executed, or a foreign file changed.
 
+A refusal whose line is longer than 1,000 characters (a value echoed whole) is an **unclear error**; a case
+that does not end within its timeout, or an interrupted run that takes more than 10 s to exit, is a **wrong
+exit code**.  Interrupt cases send SIGINT once a file appears and expect 130 and the line naming what was kept.
+
 Usage: ``python benchmarks/boundary_battery.py [--json benchmarks/results/boundary_battery.json]``.  It prints
 one line per case and the counts; the exit code is 0 when every count but "cases" and "clean/ran" is zero.
 """
@@ -24,6 +28,7 @@ import json
 import os
 import pickle
 import platform
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -50,6 +55,10 @@ class Case:
     check: Any = None
     env: dict[str, str] = field(default_factory=dict)
     fast: bool = True  # a refusal must come before any work
+    timeout: float = 900.0  # seconds; a case still running then (a FIFO read forever) is a wrong exit code
+    limit_gib: float | None = None  # address-space limit of the process (ulimit -v), for cases that may allocate
+    interrupt_when: str | None = None  # send SIGINT once this file exists in the scratch folder (Ctrl-C)
+    lost: Any = None  # lost(d, stderr) -> text when what the command said it kept is not on disk (data lost)
 
 
 class _Payload:
@@ -147,14 +156,88 @@ def _env(d: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+EXIT_IN_MD = """
+import sys
+import jaxcert
+base = jaxcert.models.get("lj")
+def energy(params, s):
+    if s.positions.shape[-2] > 60:  # only the ~100-atom cell of the throughput NVE run
+        sys.exit(0)
+    return base.energy_fn(params, s)
+model = base.replace(energy_fn=energy, name="exit-in-md")
+"""
+HUGE_CUTOFF = """
+import jax.numpy as jnp
+import jaxcert
+CUT = 1e4
+def energy(params, s):
+    p = jaxcert.neighbors.pairs(s, cutoff=CUT)
+    inside = p.mask & (p.r < CUT)
+    return 0.5 * jnp.sum(jnp.where(inside, params["eps"] * ((2.3 / p.r) ** 12 - 2 * (2.3 / p.r) ** 6), 0.0))
+model = jaxcert.Model(energy, params={"eps": 0.1}, name="huge-cutoff", cutoff=CUT)
+"""
+INVESTIGATE = ["investigate", "--target", "jaxcert.detective.examples:lj_planted_dimers", "--committee",
+               "lj,jaxcert.detective.examples:lj_soft", "--protocols", "dimers", "--elements", "Sb", "--out", "inv",
+               "--oracle-seconds", "0", "--quiet"]
+
+
+def _module(name: str, source: str):
+    return lambda d: (d / f"{name}.py").write_text(source) and {}
+
+
+def _damaged_memory(d: Path) -> Path:
+    """A finished search's folder (a real run), then its evidence memory's second line (the screen) damaged."""
+    subprocess.run([sys.executable, "-m", "jaxcert.cli", *INVESTIGATE], cwd=d, env=_env(d), check=True,
+                   capture_output=True)
+    p = d / "inv" / "evidence.jsonl"
+    lines = p.read_text().split("\n")
+    lines[1] = "[1, 2]"
+    p.write_text("\n".join(lines))
+    return p
+
+
+def _fifo(d: Path) -> dict[str, Any]:
+    os.mkfifo(d / "m.toml")
+    return {}
+
+
+def _nothing_ran(d: Path, stderr: str) -> str | None:
+    return "a model was certified before the refusal" if (d / "b").exists() else None
+
+
+def _board_row(d: Path, stderr: str) -> str | None:
+    try:
+        board = json.loads((d / "b" / "board.json").read_text())
+    except (OSError, ValueError):
+        return "no board.json although the model's report is complete"
+    return None if board["rows"] and not board["failed"] else "the model is not on the board"
+
+
+def _kept_as_said(d: Path, stderr: str) -> str | None:
+    """The interrupted run's line says how many probes r.json keeps: the file must hold exactly those."""
+    import re
+
+    m = re.search(r"interrupted: (\d+) of \d+ probes kept in r\.json", stderr)
+    if m is None:
+        return None if not (d / "r.json").exists() else "r.json exists but the line does not say what it keeps"
+    try:
+        n = len(json.loads((d / "r.json").read_text())["probes"])
+    except (OSError, ValueError, KeyError):
+        return "the line claims kept probes but r.json cannot be read"
+    return None if n == int(m.group(1)) else f"the line says {m.group(1)} probes kept, r.json holds {n}"
+
+
 def cases() -> list[Case]:
-    """Every case of issue 23 and the numeric and element cases that already held."""
+    """Every case of issue 23, the numeric and element cases that already held, and the exit-code and resource
+    cases of "Trust, second round" (tests/test_trust_exits.py)."""
     cert = ["certify", "--model", "lj", "--elements", "Ar", "--quiet"]
     atk = ["attack", "--model", "lj", "--structure", "Ar", "--min-length", "0"]
     sweep = ["sweep", "--model", "lj", "--structures", "Ar", "--attack", "fgsm", "--eps", "0.05"]
     foreign = _unchanged(lambda d: _foreign_db(d, True))
     empty = _unchanged(lambda d: _foreign_db(d, False))
     text = _unchanged(lambda d: (d / "notes.txt").write_text("not a database\n") and d / "notes.txt")
+    memory = _unchanged(_damaged_memory)
+    ar_board = ["--elements", "Ar", "--probes", "parity"]
     out = [
         # exit codes
         Case("probes-comma", [*cert, "--probes", ","], names="--probes"),
@@ -228,8 +311,62 @@ def cases() -> list[Case]:
              setup=lambda d: (d / "cachefile").write_text("x") and {},
              env={"JAXCERT_CACHE_DIR": "{d}/cachefile"}),
         Case("cache-dir-unwritable", ["models"], expect=(0,), env={"JAXCERT_CACHE_DIR": "/sys/jaxcert-cache"}),
+        # exit codes and bounded resources (issue "Trust, second round"; tests/test_trust_exits.py)
+        Case("board-sys-exit-in-md", ["board", "--models", "exit_in_md:model", *ar_board, "--out", "b", "--quiet"],
+             expect=(0,), setup=_module("exit_in_md", EXIT_IN_MD), lost=_board_row, fast=False),
+        Case("certify-throughput-sys-exit", [*cert[:1], "--model", "exit_in_md:model", *cert[3:], "--probes",
+                                             "parity", "--throughput"], expect=(0,),
+             setup=_module("exit_in_md", EXIT_IN_MD), fast=False),
+        Case("board-workers-10000", ["board", "--models", "lj", *ar_board, "--out", "b", "--workers", "10000"],
+             names="--workers", lost=_nothing_ran),
+        Case("board-scheduler-malformed", ["board", "--models", "lj", *ar_board, "--out", "b", "--scheduler",
+                                           "tcp://[::1"], names="--scheduler", lost=_nothing_ran),
+        Case("board-scheduler-unreachable", ["board", "--models", "lj", *ar_board, "--out", "b", "--scheduler",
+                                             "tcp://127.0.0.1:1"], names="--scheduler"),
+        Case("compare-card-species", ["compare", "bad.json"], names="card.species",
+             setup=lambda d: (_report(d, _set(["card", "species"], ["Ar", 1])), {})[1]),
+        Case("investigate-resume-damaged-line", [*INVESTIGATE, "--resume"], names="evidence.jsonl: line 2",
+             setup=memory[0], check=memory[1]),
+        Case("board-toml-bad-defect", ["board", "--models", "m.toml", *ar_board, "--out", "b", "--no-throughput"],
+             names="defects[0]", lost=_nothing_ran,
+             setup=lambda d: (d / "m.toml").write_text('[[models]]\nspec = "lj"\n\n[[models]]\nspec = "lj"\n'
+                                                       'name = "lj-2"\ndefects = ["curly=1"]\n') and {}),
+        Case("board-models-empty-item", ["board", "--models", "lj,,emt", "--elements", "Cu", "--out", "b"],
+             names="--models", lost=_nothing_ran),
+        Case("board-models-fifo", ["board", "--models", "m.toml", "--elements", "Cu", "--out", "b"], names="--models",
+             setup=_fifo, timeout=120),
+        Case("elements-100k", [*cert[:3], "--elements", "X" * 100_000], names="--elements"),
+        Case("huge-cutoff", [*cert[:1], "--model", "huge_cutoff:model", *cert[3:]], names="cutoff 10000",
+             setup=_module("huge_cutoff", HUGE_CUTOFF), limit_gib=6, timeout=300),
+        Case("certify-ctrl-c", [*cert[:5], "--probes", "parity,equivariance,conservativeness,smoothness,betti,trimer",
+                                "--json", "r.json"], expect=(130,), names="probes kept in r.json",
+             interrupt_when="r.json", lost=_kept_as_said, fast=False, timeout=300),
     ]
     return out
+
+
+def _run(c: Case, d: Path, env: dict[str, str]) -> tuple[int, str, str, float | None]:
+    """(exit code, stdout, stderr, seconds from SIGINT to the exit or None) of the case's process; a process
+    still running after ``c.timeout`` is killed and reported with exit code None."""
+    cmd = [sys.executable, "-m", "jaxcert.cli", *c.argv]
+    if c.limit_gib is not None:
+        cmd = ["bash", "-c", f'ulimit -v {int(c.limit_gib * 2**20)} && exec "$0" "$@"', *cmd]
+    p = subprocess.Popen(cmd, cwd=d, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stopped = None
+    if c.interrupt_when is not None:
+        end = time.time() + c.timeout
+        while not (d / c.interrupt_when).exists() and p.poll() is None and time.time() < end:
+            time.sleep(0.05)
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+            stopped = time.perf_counter()
+    try:
+        out, err = p.communicate(timeout=c.timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        return None, out, err + f"\n(killed after {c.timeout:g} s)", None
+    return p.returncode, out, err, None if stopped is None else time.perf_counter() - stopped
 
 
 def run_case(c: Case, fast_s: float) -> dict[str, Any]:
@@ -238,14 +375,16 @@ def run_case(c: Case, fast_s: float) -> dict[str, Any]:
         state = (c.setup(d) or {}) if c.setup else {}
         env = _env(d, {k: v.format(d=d) for k, v in c.env.items()})
         t0 = time.perf_counter()
-        p = subprocess.run([sys.executable, "-m", "jaxcert.cli", *c.argv], cwd=d, env=env, capture_output=True,
-                           text=True, timeout=900)
+        code, stdout, stderr, after_sigint = _run(c, d, env)
         wall = time.perf_counter() - t0
         finding = c.check(d, state) if c.check else None
-    err = [ln for ln in p.stderr.splitlines() if ln.strip()]
-    tb = "Traceback" in p.stderr or "Traceback" in p.stdout
-    row = {"case": c.name, "argv": c.argv, "exit": p.returncode, "expected": list(c.expect), "wall_s": round(wall, 2),
-           "stderr": err[-1][:300] if err else ""}
+        lost = c.lost(d, stderr) if c.lost else None
+    err = [ln for ln in stderr.splitlines() if ln.strip()]
+    tb = "Traceback" in stderr or "Traceback" in stdout
+    row = {"case": c.name, "argv": [a if len(a) <= 120 else f"{a[:60]}... ({len(a)} characters)" for a in c.argv],
+           "exit": code, "expected": list(c.expect), "wall_s": round(wall, 2), "stderr": err[-1][:300] if err else ""}
+    if after_sigint is not None:
+        row["exit_after_sigint_s"] = round(after_sigint, 2)
     if "planted" in state:
         row["planted_files"] = state["planted"]
     if finding:
@@ -253,12 +392,16 @@ def run_case(c: Case, fast_s: float) -> dict[str, Any]:
         row["finding"] = finding
     elif tb:
         row["class"] = "traceback"
-    elif p.returncode not in c.expect:
+    elif code not in c.expect or (after_sigint is not None and after_sigint > 10):
         row["class"] = "wrong exit code"
-    elif c.expect == (2,):
-        one = len([ln for ln in err if ln.startswith("jaxcert: error:") or ln.startswith("usage:")]) >= 1
-        named = c.names in p.stderr if c.names else True
-        if not (one and named):
+    elif lost:
+        row["class"] = "data lost"
+        row["finding"] = lost
+    elif c.expect in ((2,), (130,)):
+        one = len([ln for ln in err if ln.startswith(("jaxcert: error:", "usage:", "jaxcert: interrupted"))]) >= 1
+        named = c.names in stderr if c.names else True
+        short = all(len(ln) <= 1000 for ln in err)  # a value echoed whole (100,000 characters) is not a clear line
+        if not (one and named and short):
             row["class"] = "unclear error"
         elif c.fast and wall > fast_s:
             row["class"] = "data lost"

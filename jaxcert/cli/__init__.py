@@ -15,7 +15,8 @@ Examples::
 
 Exit codes (``docs/cli.md``): 0 success (every gate passed), 1 a gate failed (certify,
 lambda; ``--no-fail-on-gate`` returns 0 instead), 2 a usage or input error, reported as one
-line naming the argument, 3 an internal error (one line and the path of the saved traceback).
+line naming the argument, 3 an internal error (one line and the path of the saved traceback), 130 interrupted
+(Ctrl-C; the line says what was kept).
 One module per subcommand; each parses arguments and calls the
 library.
 """
@@ -30,12 +31,15 @@ import warnings
 from jaxcert.cli import attack, board, certify, compare, controls, investigate, misc
 from jaxcert.cli._common import load_model
 from jaxcert.core.cache import enable_compilation_cache
-from jaxcert.core.inputs import InputError
+from jaxcert.core.inputs import InputError, clip_line
 from jaxcert.specs import SpellingWarning
 
-__all__ = ["main", "build_parser", "load_model", "EXIT_OK", "EXIT_GATE_FAILED", "EXIT_USAGE", "EXIT_INTERNAL"]
+__all__ = ["main", "build_parser", "load_model", "EXIT_OK", "EXIT_GATE_FAILED", "EXIT_USAGE", "EXIT_INTERNAL",
+           "EXIT_INTERRUPTED"]
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+#: Ctrl-C (SIGINT): 128 + 2, as a shell reports a process its signal ended (docs/cli.md, "Exit codes")
+EXIT_INTERRUPTED = 130
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,6 +82,18 @@ def _one_line_spelling_warnings() -> None:
     warnings.showwarning = show
 
 
+def _exit_now(code: int) -> None:
+    """End the process now, after flushing stdout and stderr: worker threads still compiling programs ahead of
+    their probe (:mod:`jaxcert.probes.suite`) would otherwise hold an interrupted run for a minute at exit.  What
+    was kept is already on disk (reports are written atomically after every probe)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; returns the exit code (``docs/cli.md``): 0 every gate passed, 1 a gate failed,
     2 a usage or input error (one line naming the argument), 3 an internal error (one line and the path of
@@ -93,16 +109,19 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():
             _one_line_spelling_warnings()
             code = args.fn(args)
-    except InputError as err:
-        print(f"jaxcert: error: {err}", file=sys.stderr)
+    except InputError as err:  # one line; a user value echoed whole (100,000 characters) is cut (inputs.shown)
+        print(f"jaxcert: error: {clip_line(str(err))}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # `jaxcert compare ... | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
-    except KeyboardInterrupt:
-        print("jaxcert: interrupted (a --json report keeps every finished probe: rerun with --resume)",
-              file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:
+        # the command says what it kept (certify, board: KeyboardInterrupt("interrupted: 5 of 14 probes kept in
+        # r.json; ...")); nothing is claimed for a command that did not say
+        print(f"jaxcert: {stop}" if str(stop) else "jaxcert: interrupted", file=sys.stderr)
+        if argv is None:  # the program itself (not a call from Python): do not wait for background compilations
+            _exit_now(EXIT_INTERRUPTED)
+        return EXIT_INTERRUPTED
     except MemoryError:
         print("jaxcert: error: out of memory; try a smaller input or --max-batch N", file=sys.stderr)
         return EXIT_INTERNAL

@@ -9,13 +9,14 @@ import argparse
 import sys
 
 from jaxcert._lam import LAMBDA_GATE, lam
+from jaxcert.board import refuse_images_that_do_not_fit
 from jaxcert.checkpoint import kept_md, load_finished, write_json, write_report
 from jaxcert.cli._common import load_model, model_args, set_dtype
 from jaxcert.core import inputs
 from jaxcert.probes.suite import certify, resolve_probes
 from jaxcert.progress import PROBE_WEIGHTS, StepProgress
 from jaxcert.report.gates import PROFILES
-from jaxcert.report.summary import NOT_RUN
+from jaxcert.report.summary import NOT_RUN, printable
 
 __all__ = ["cmd_certify", "cmd_lambda", "register"]
 
@@ -44,22 +45,33 @@ def cmd_certify(a: argparse.Namespace) -> int:
             inputs.output_file(flag, path)
     model = load_model(a.model, a.defect, a.max_batch)
     if dict(model.info).get("warning"):  # a model outside its parameterisation says so before any work
-        print(f"jaxcert: model warning: {dict(model.info)['warning']}", file=sys.stderr)
+        print(f"jaxcert: model warning: {printable(dict(model.info)['warning'], keep='')}", file=sys.stderr)
     supported, _ = inputs.split_supported("--elements", model, elements, skip_unsupported=a.skip_unsupported)
     if not supported:
         raise inputs.InputError(f"--elements: model {model.name!r} supports none of {', '.join(elements)}; "
                                 "nothing would be certified")
+    # a cutoff whose periodic images cannot fit in memory: exit 2 naming it, before any probe (docs/cli.md)
+    refuse_images_that_do_not_fit(model, names, supported, dtype, where="--model")
     finished = load_finished(a.json, model, elements, seed, dtype) if a.resume else []
     kept = [o.name for o in finished if o.name in names]
     if a.resume:
         print(f"resuming {a.json}: {len(kept)} of {len(names)} probes finished"
               + (f" ({', '.join(kept)})" if kept else ""), file=sys.stderr)
     progress = None if a.quiet else StepProgress(names, PROBE_WEIGHTS, label="certify", done=kept)
-    checkpoint = (lambda rep: write_report(rep, a.json, complete=False)) if a.json else None
+    saved = {"probes": len(kept) if a.resume else 0, "done": len(kept)}  # in the --json file; finished in all
+
+    def checkpoint(rep) -> None:
+        saved["done"] = len(rep.outcomes)
+        if a.json:
+            write_report(rep, a.json, complete=False)
+            saved["probes"] = len(rep.outcomes)
+
     try:
         report = certify(model, elements, probes=names, seed=seed, dtype=dtype, agg=a.agg, progress=progress,
                          skip_unsupported=a.skip_unsupported, finished=finished, on_probe=checkpoint,
                          throughput=a.throughput, md_kept=kept_md(a.json) if kept else None, gates=a.gates)
+    except KeyboardInterrupt:  # Ctrl-C: say exactly what was kept (the CLI prints it and exits 130)
+        raise KeyboardInterrupt(_interrupted(a.json, saved["probes"], saved["done"], len(names))) from None
     finally:
         if progress is not None:
             progress.close()
@@ -85,6 +97,18 @@ def cmd_certify(a: argparse.Namespace) -> int:
         print(f"gates failed: {', '.join(failed)}" + (" (exit 0: --no-fail-on-gate)" if a.no_fail_on_gate and
                                                         not crashed else " (exit 1)"), file=sys.stderr)
     return 1 if crashed else _exit_code(not failed, a)
+
+
+def _interrupted(json_path: str | None, saved: int, done: int, total: int) -> str:
+    """The line an interrupted ``certify`` prints: how many probes are kept, and where; never a report that was
+    not written."""
+    if json_path and saved:
+        return (f"interrupted: {saved} of {total} probes kept in {json_path}; rerun the same command with --resume "
+                "to run the rest")
+    if json_path:
+        return f"interrupted: no probe had finished, nothing was written to {json_path}"
+    return (f"interrupted: {done} of {total} probes had finished and none was kept (no --json FILE; with one, "
+            "every finished probe is kept and --resume runs the rest)")
 
 
 def cmd_lambda(a: argparse.Namespace) -> int:

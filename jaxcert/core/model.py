@@ -34,7 +34,15 @@ import numpy as np
 from ase.data import chemical_symbols
 
 from jaxcert.core.geometry import det3, is_concrete
-from jaxcert.core.neighbors import DENSE, SPARSE_MIN_ATOMS, auto_neighbors, coverage, with_images
+from jaxcert.core.neighbors import (
+    DENSE,
+    SPARSE_MIN_ATOMS,
+    CellListSpec,
+    auto_neighbors,
+    check_image_memory,
+    coverage,
+    with_images,
+)
 from jaxcert.core.structure import Structure, StructureError, UnsupportedStructure
 
 __all__ = ["Model", "ModelOutputError", "StressUnavailable", "UnsupportedElement", "UnsupportedStructure", "strain",
@@ -218,9 +226,13 @@ class Model:
         rc = self.cutoff_for(s)
         if rc is None:
             return s
-        if s.periodic and s.images is None:
+        counted = s.periodic and s.images is None
+        if counted:
             s = with_images(s, rc)
-        return auto_neighbors(s, rc)
+        s = auto_neighbors(s, rc)
+        if counted and not isinstance(s.neighbor_list, CellListSpec):  # the dense path: its images must fit
+            check_image_memory(s, rc, who=f"model {self.name!r}")  # TooManyImages (an InputError) before any work
+        return s
 
     def cutoff_for(self, s: Structure) -> float | None:
         """The cutoff in Å for ``s`` (concrete numbers needed if it depends on them)."""

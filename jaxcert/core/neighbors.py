@@ -66,15 +66,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxcert.core.batching import MEMORY_SHARE, ProgramTooLarge
 from jaxcert.core.cache import register_storable
 from jaxcert.core.device import on_cpu
 from jaxcert.core.geometry import det3, inv3, is_concrete, plane_spacings
+from jaxcert.core.inputs import InputError
 from jaxcert.core.structure import Structure, StructureError
 
 __all__ = ["Pairs", "image_counts", "with_images", "coverage", "pairs", "neighbor_table", "CellListSpec",
            "with_cell_list", "cell_list_fits", "dense_pairs", "listed_pairs", "auto_neighbors", "SPARSE_MIN_ATOMS",
            "DENSE", "NeighborState", "build", "is_fresh", "update", "grow", "list_ok", "rerun_on_overflow",
-           "NeighborListOverflow", "GROWTH", "MAX_REGROWTHS"]
+           "NeighborListOverflow", "GROWTH", "MAX_REGROWTHS", "TooManyImages", "check_image_memory",
+           "dense_candidates", "candidate_bytes"]
 
 #: Relative margin on the cutoff when counting images (strain, drift of the cell).
 IMAGE_MARGIN = 0.05
@@ -122,6 +125,61 @@ def image_counts(
     return tuple(int(np.floor(reach / w[a] + 0.5)) if pbc[a] else 0 for a in range(3))
 
 
+class TooManyImages(InputError, ProgramTooLarge):
+    """A cutoff whose periodic images on the dense path would not fit in memory even for one structure
+    (:func:`check_image_memory`), raised before anything is allocated: an input error (exit 2 from the CLI), and a
+    :class:`~jaxcert.core.batching.ProgramTooLarge` for the loops that retry smaller batches."""
+
+
+def candidate_bytes(itemsize: int) -> int:
+    """Bytes one dense candidate (atom i, atom j, image S) holds at least: the :class:`Pairs` returned for it
+    (three displacement components and the distance in the positions' dtype, a one-byte mask, a neighbour index
+    of at least four bytes).  A model keeps more per pair (its own terms, derivatives), so this is a floor."""
+    return 4 * int(itemsize) + 1 + 4
+
+
+def dense_candidates(s: Structure, images: tuple[int, int, int] | None = None) -> tuple[int, int]:
+    """(periodic images, neighbour candidates) the dense path enumerates for one structure of ``s``:
+    ``Π(2K_a + 1)`` images and ``n² × images`` candidates, ``n`` its atom slots (a batch multiplies the
+    candidates by its size; the loops that evaluate batches split them to fit, :mod:`jaxcert.core.batching`)."""
+    images = s.images if images is None else images
+    n_img = 1
+    for k in images or (0, 0, 0):
+        n_img *= 2 * int(k) + 1
+    return n_img, int(s.n_atoms) ** 2 * n_img
+
+
+def check_image_memory(s: Structure, cutoff: float, images: tuple[int, int, int] | None = None,
+                       who: str = "") -> None:
+    """Refuse, before anything is allocated, a dense neighbour search whose candidates for one structure
+    (:func:`dense_candidates` × :func:`candidate_bytes`) need more than :data:`jaxcert.core.batching.MEMORY_SHARE`
+    of the memory available (:func:`jaxcert.core.device.available_bytes`): a cutoff of 10⁴ Å on a 4 Å cell asks
+    for about 10¹¹ images.  Nothing is checked for a non-periodic structure or where the available memory is
+    unknown.
+
+    Raises:
+      TooManyImages: naming the cutoff, the images per axis and in all, the candidates and the memory.
+    """
+    if not s.periodic:
+        return
+    images = s.images if images is None else images
+    if images is None:
+        images = image_counts(s.cell, s.pbc, float(cutoff))
+    n_img, cand = dense_candidates(s, images)
+    need = cand * candidate_bytes(np.dtype(s.positions.dtype).itemsize)
+    from jaxcert.core import device
+
+    free = device.available_bytes()
+    if free is None or need <= MEMORY_SHARE * free:
+        return
+    axes = "×".join(str(2 * int(k) + 1) for k in images)
+    raise TooManyImages(
+        f"{who + ': ' if who else ''}cutoff {float(cutoff):g} Å: the {int(s.n_atoms)}-atom periodic cell needs "
+        f"{axes} = {n_img:,} periodic images, {cand:.3g} neighbour candidates: at least {need / 1e9:.3g} GB of "
+        f"memory, and {free / 1e9:.3g} GB are available (at most {MEMORY_SHARE:.0%} used); allowed: a cutoff "
+        "whose images fit (a smaller cutoff, or a larger cell)")
+
+
 def with_images(s: Structure, cutoff: float, margin: float = IMAGE_MARGIN) -> Structure:
     """Return ``s`` with its static ``images`` set for ``cutoff`` (Å); keeps a larger existing count."""
     if not is_concrete(s.cell):
@@ -139,8 +197,10 @@ def with_images(s: Structure, cutoff: float, margin: float = IMAGE_MARGIN) -> St
                 "or jaxcert.core.neighbors.with_images(structure, cutoff) outside the transformation"
             )
         return s
-    need = image_counts(s.cell, s.pbc, float(cutoff), margin)
     cut = float(cutoff)
+    if not np.isfinite(cut) or cut < 0:  # an infinite cutoff has no image count (and NaN none either)
+        raise InputError(f"cutoff: got {cut!r}; allowed: a finite number >= 0 (Å)")
+    need = image_counts(s.cell, s.pbc, cut, margin)
     if s.images is not None:
         need = tuple(max(a, b) for a, b in zip(need, s.images, strict=True))
         if s.image_cutoff is not None:
@@ -204,6 +264,7 @@ def dense_pairs(s: Structure, cutoff: float) -> Pairs:
         frac = dR @ inv
         wrap = jax.lax.stop_gradient(jnp.round(frac) * pbc_mask)
         dR = dR - wrap @ cell
+        check_image_memory(s, cutoff)  # before the image vectors are built: 10^11 images never are
         shifts = jnp.asarray(_shift_vectors(s.images), R.dtype)
         dR = dR[:, :, None, :] + (shifts @ cell)[None, None, :, :]  # (i, j, S, 3)
         # coverage: the traced cell must not need more images than were enumerated

@@ -70,8 +70,8 @@ def md_rate(model: Model, element: str, dtype: Any = None, n_atoms: int = MD_ATO
 
     Returns ``{"integrator", "element", "n_atoms", "n_steps", "warmup_steps", "timestep_fs", "temperature_k",
     "wall_s", "atom_steps_per_s", "energy_drift_eV_per_atom"}``; the drift (last minus first total energy per
-    atom, eV) tells whether the run was a sane NVE run.  Any failure is returned as ``{"error": message}``
-    (a model that cannot run this cell still gets its report).
+    atom, eV) tells whether the run was a sane NVE run.  Any failure, ``sys.exit`` in the model included, is
+    returned as ``{"error": message}`` (a model that cannot run this cell still gets its report).
     """
     try:
         s = model.prepare(md_cell(element, n_atoms, dtype))
@@ -83,8 +83,12 @@ def md_rate(model: Model, element: str, dtype: Any = None, n_atoms: int = MD_ATO
         n = int(np.sum(np.asarray(s.mask)))
         e = np.asarray(res.energies, float)
         drift = float((e[-1] - e[0]) / n) if np.all(np.isfinite(e)) else None
-    except Exception as err:  # noqa: BLE001 - the measurement is optional; the report says why it is missing
-        return {"error": f"{type(err).__name__}: {str(err).strip()[:300]}", "element": element}
+    except (Exception, SystemExit) as err:  # noqa: BLE001 - optional; the report says why it is missing
+        # a model that calls sys.exit during the NVE run is a failed measurement, not the end of the run (Ctrl-C,
+        # a KeyboardInterrupt, still stops it)
+        why = (f"model called sys.exit({err.code!r})" if isinstance(err, SystemExit) else
+               f"{type(err).__name__}: {str(err).strip()[:300]}")
+        return {"error": why, "element": element}
     return {"integrator": "NVE velocity Verlet (jaxcert.optim.dynamics)", "element": element, "n_atoms": n,
             "n_steps": int(n_steps), "warmup_steps": int(n_steps), "timestep_fs": float(timestep_fs),
             "temperature_k": float(temperature_k), "wall_s": wall,

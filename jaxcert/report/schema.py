@@ -26,9 +26,11 @@ What is checked (the first problem found is reported):
 * a λ report: ``model``, ``method``, ``dtype``, ``lambda`` (per structure, ≥ 0 or null),
   ``mean``, ``max``, ``n_evals`` and ``skipped`` per structure, and the gate where present;
 * in both, when present: ``versions`` (package → version string), ``machine``, ``wall_time_s``;
-* a certification report, when present: ``card`` (an object; its ``parameters`` an integer >= 0 or null,
-  ``species`` a list) and ``throughput`` (an object; ``suite.evals_per_s`` and ``md.atom_steps_per_s`` finite
-  numbers >= 0 or null; ``docs/board.md``).
+* a certification report, when present: ``card`` (an object; every field the board and ``compare`` read of
+  the type the writer gives it: ``parameters`` an integer >= 0 or null, ``species`` a list of strings,
+  ``packages`` an object of strings, ``files`` a list of objects, the rest text; :data:`CARD_FIELDS`) and
+  ``throughput`` (an object; ``suite.evals_per_s`` and ``md.atom_steps_per_s`` finite numbers >= 0 or null;
+  ``docs/board.md``).
 
 Keys the readers do not use are allowed (a newer writer may add some); keys of ``per_element``
 and ``per_element_overall`` must be the report's elements.  The field tables below are the
@@ -137,11 +139,37 @@ REPORT_FIELDS: dict[str, tuple[Kind, bool]] = {
     "gate_profile": (_one_of(("exact", "reference")), False),
     "precision": (NAME, False),
 }
-#: What the board reads of ``card`` (other keys are free text written by jaxcert).
+def _card_files(x: Any) -> bool:
+    return isinstance(x, list) and all(
+        isinstance(f, dict) and all(isinstance(f.get(k), str) for k in ("role", "path", "sha256"))
+        and _int(f.get("bytes")) and f["bytes"] >= 0 for f in x)
+
+
+#: What the board and ``compare`` read of ``card`` (``jaxcert/probes/card.py``; the page and the terminal table
+#: join ``species``, iterate ``packages`` and ``files``): each of the type the writer gives it, or the report is
+#: refused naming the field.  Other keys are free text written by jaxcert, shown as text.
 CARD_FIELDS: dict[str, tuple[Kind, bool]] = {
+    "name": (TEXT_OR_NULL, False),
     "parameters": (Kind(lambda x: x is None or (_int(x) and 0 <= x <= _INT_MAX), "an integer >= 0 or null"),
                    False),
-    "species": (Kind(lambda x: x is None or isinstance(x, list), "a list or null (any element)"), False),
+    "parameters_stated": (Kind(lambda x: x is None or (_int(x) and 0 <= x <= _INT_MAX), "an integer >= 0 or null"),
+                          False),
+    "parameters_counted_as": (TEXT_OR_NULL, False),
+    "cutoff_A": (Kind(lambda x: x is None or isinstance(x, str) or _num(x), "a finite number, a string or null"),
+                 False),
+    "species": (Kind(lambda x: x is None or (isinstance(x, list) and all(isinstance(e, str) for e in x)),
+                     "a list of element symbols (strings) or null (any element)"), False),
+    "precision": (TEXT_OR_NULL, False),
+    "dtype": (TEXT_OR_NULL, False),
+    "conservative_forces": (BOOL_OR_NULL, False),
+    "stress_head": (BOOL_OR_NULL, False),
+    "packages": (Kind(lambda x: x is None or isinstance(x, dict), "an object of package: version strings or null",
+                      each=TEXT), False),
+    "checkpoint": (TEXT_OR_NULL, False),
+    "files": (Kind(lambda x: x is None or _card_files(x), "a list of objects with role, path and sha256 (strings) "
+                   "and bytes (an integer >= 0), or null"), False),
+    "stated_sha256": (TEXT_OR_NULL, False),
+    "source": (TEXT_OR_NULL, False),
     "device": (TEXT_OR_NULL, False),
 }
 #: What the board reads of ``throughput.suite`` and ``throughput.md``.
@@ -323,7 +351,7 @@ def _check_fields(d: dict[str, Any], fields: dict[str, tuple[Kind, bool]], path:
         value = d[key]
         if not kind.test(value):
             raise at.bad((*path, key), value, kind.allowed)
-        if kind.each is not None:
+        if kind.each is not None and isinstance(value, dict):  # (a kind may also allow null)
             for k, v in value.items():
                 if not kind.each.test(v):
                     raise at.bad((*path, key, k), v, kind.each.allowed)
