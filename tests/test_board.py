@@ -154,7 +154,7 @@ def test_model_names_and_specs():
     assert [e.name for e in parse_models("lj, nequix:/w/nequix-mp-1.nqx@float32")] == [
         "lj", "nequix_nequix-mp-1.nqx@float32"]
     assert parse_models([BoardEntry("lj", "mine")])[0].name == "mine"
-    with pytest.raises(InputError, match="got no model"):
+    with pytest.raises(InputError, match="an empty entry names nothing"):
         parse_models(" , ")
 
 

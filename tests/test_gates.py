@@ -209,3 +209,15 @@ def test_a_crashing_or_nan_model_exits_1_with_the_probe_and_its_reason(model, pr
     assert main(argv) == 1
     out = " ".join(capsys.readouterr().out.split())
     assert f"FAIL {probe} [Si]: {reason}" in out
+
+
+def test_second_derivatives_from_central_differences_are_judged_at_their_floor():
+    """A bridged model whose Hessian-vector products are central differences of exact forces (an ASE calculator,
+    or hvp="fd") carries the truncation floor h², not ε: the exact profile judges that probe there."""
+    assert gates.precision_of_probe("float64", {"fd_gradient": 24}) == "float64+fd"
+    assert gates.precision_of_probe("float64", {"gradient": 24}) == "float64"
+    assert gates.machine_epsilon("float64+fd") == pytest.approx(1e-6)
+    assert gates.machine_epsilon("float32+fd") == pytest.approx((10 * np.finfo(np.float32).eps) ** (2 / 3))
+    det = {"pairs": [[0, 1, 2.0, 2.0 + 3e-7]]}
+    assert gates.judge("betti", 3e-7, det, "ok", "exact", "float64").passed is False
+    assert gates.judge("betti", 3e-7, det, "ok", "exact", "float64+fd").passed is True

@@ -72,7 +72,7 @@ def _hostile(doc: dict, text: str, crashed: bool) -> dict:
     d["machine"]["cpu_model"] = text
     d["card"].update({"training_data": text, "source": text, "device": text, "checkpoint": text, "precision": text,
                       "species": [text], "stated_sha256": text, "packages": {text: text},
-                      "files": [{"role": text, "path": text, "bytes": text, "sha256": text}]})
+                      "files": [{"role": text, "path": text, "bytes": 1, "sha256": text}]})
     d["throughput"] = {"device": text, "suite": {"evals_per_s": 10.0},
                        "md": {"atom_steps_per_s": 100.0, "n_atoms": 8, "element": text, "n_steps": text,
                               "error": text}}

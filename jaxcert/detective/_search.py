@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, runtime_checkable
 from typing import Protocol as TypingProtocol
 
+from jaxcert.core.inputs import InputError
 from jaxcert.core.result import Result
 from jaxcert.detective._committee import Committee
 from jaxcert.detective._constraints import Constraints
@@ -360,6 +361,16 @@ def investigate(
     built = [p if isinstance(p, Protocol) else make_protocol(p) for p in protocols]
     protos = {p.name: p for p in built}
     proposer = proposer or RuleBasedProposer()
+    # a resumed folder whose evidence escalated a hypothesis of a protocol this run does not have cannot be
+    # rebuilt: refuse before appending anything (its escalation is rebuilt from the protocol's definition)
+    escalated = {v.get("hypothesis_id") for v in memory.of_type("verdict") if v.get("verdict") == "escalate"}
+    missing = sorted({str(r["hypothesis"].get("protocol")) for r in memory.of_type("declaration")
+                      if isinstance(r.get("hypothesis"), dict) and r["hypothesis"].get("id") in escalated}
+                     - set(protos))
+    if missing:
+        raise InputError(f"--protocols: the evidence in {out} escalated a hypothesis of protocol(s) "
+                         f"{', '.join(missing)}, which this run does not include ({', '.join(protos)}); "
+                         "resume with the same --protocols, or use another --out")
     committee.n_evals = memory.n_evals()
     memory.append("run", target=committee.target_name, committee=committee.names[1:], specs=committee.specs,
                   protocols=list(protos), elements=list(elements), budget=int(budget), resumed=resumed,

@@ -819,7 +819,7 @@ def _compile_ahead(model: Model, names: list[str], configs: dict[str, Any], batc
             continue
         try:
             batch = batch_for(spec.substrate)
-        except Exception:  # noqa: BLE001 - the run reports it when the probe's turn comes
+        except (Exception, SystemExit):  # noqa: BLE001 - the run reports it when the probe's turn comes
             continue
         keys = probe_keys(seed, _stream(spec, share_trajectory), len(elements))
         if spec.plan is None:

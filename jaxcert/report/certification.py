@@ -158,7 +158,8 @@ class Report:
         out = {}
         for o in self.outcomes:
             details = o.details_json()
-            out[o.name] = [gate_profiles.judge(o.name, o.defect[k], details[k], o.status[k], profile, prec,
+            p_o = gate_profiles.precision_of_probe(prec, getattr(o, "host_evals", None))
+            out[o.name] = [gate_profiles.judge(o.name, o.defect[k], details[k], o.status[k], profile, p_o,
                                                message=o.message) for k in range(len(o.elements))]
         return out
 

@@ -228,6 +228,7 @@ def _report_cell(path: str, p: dict[str, Any], elements: list[str], recompute: b
                  precision: str = "float64") -> dict[str, Any]:
     per_all = p["per_element"]
     name = p["name"]
+    precision = gate_profiles.precision_of_probe(precision, p.get("host_evaluations"))
     if name in STRUCTURE_PROBES:  # rows are named structures (lam), not elements: its own summary
         rows = {k: _element_entry(name, e, profile, precision, p.get("message")) for k, e in per_all.items()
                 if isinstance(e, dict)}

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["PROFILES", "DEFAULT_PROFILE", "REFERENCE", "EXACT_K", "Verdict", "judge", "machine_epsilon",
-           "model_precision", "check_profile"]
+           "model_precision", "precision_of_probe", "check_profile", "gated"]
 
 #: the gate profiles, the default first
 PROFILES = ("exact", "reference")
@@ -98,8 +98,25 @@ class Verdict:
 
 
 def machine_epsilon(precision: str) -> float:
-    """ε of ``"float32"`` or ``"float64"`` (anything else counts as float64)."""
-    return float(np.finfo(np.float32 if str(precision) == "float32" else np.float64).eps)
+    """The floor ε of ``"float32"`` or ``"float64"`` (anything else counts as float64).
+
+    With the suffix ``"+fd"`` (a bridged model whose second derivatives came from central differences of its
+    exact forces, :func:`precision_of_probe`), the floor of those differences instead: the truncation h² at the
+    reference's step h = max(1e-3, (10ε)^(1/3)) (docs/probes.md §1.5), 1e-6 in float64 and 1.1e-4 in float32."""
+    text = str(precision)
+    eps = float(np.finfo(np.float32 if text.startswith("float32") else np.float64).eps)
+    if text.endswith("+fd"):
+        h = max(1e-3, (10.0 * eps) ** (1.0 / 3.0))
+        return max(eps, h * h)
+    return eps
+
+
+def precision_of_probe(precision: str, host_evaluations: Mapping[str, Any] | None) -> str:
+    """``precision``, or ``precision + "+fd"`` when the probe's host-side model evaluations include
+    finite-difference gradients (a bridged model with ``hvp="fd"`` or an ASE calculator): its second derivatives
+    then carry the central-difference floor, not the machine's (:func:`machine_epsilon`)."""
+    fd = (host_evaluations or {}).get("fd_gradient") if isinstance(host_evaluations, Mapping) else None
+    return f"{precision}+fd" if fd else precision
 
 
 def model_precision(model: Mapping[str, Any] | None, card: Mapping[str, Any] | None, dtype: str) -> str:
@@ -387,5 +404,7 @@ def judge(name: str, defect: Any, details: Mapping[str, Any] | None, status: str
     if not is_gated:
         return Verdict(None, "")
     fn = _JUDGES.get(name) or _EXACT_ONLY[name]
-    ok, text, reason = fn(d, det, profile, machine_epsilon(precision))
+    # the regularity gate reads energies and forces, which central differences never touch
+    floor = machine_epsilon(str(precision).split("+")[0] if name == "smoothness" else precision)
+    ok, text, reason = fn(d, det, profile, floor)
     return Verdict(bool(ok), text, None if ok else reason)

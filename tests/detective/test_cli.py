@@ -52,6 +52,12 @@ def test_end_to_end_and_reproduce(tmp_path, capsys):
     # resumable: the same command without --resume refuses, with it it continues from the memory
     assert main([*BASE, "--protocols", "dimers", "--elements", "Sb,Si", "--out", str(out)]) == 2
     assert "--resume" in capsys.readouterr().err
+    # resuming with protocols that leave out the escalated one: refused before anything is appended
+    before = (out / "evidence.jsonl").read_bytes()
+    assert main([*BASE, "--protocols", "constraints", "--elements", "Sb,Si", "--out", str(out), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "--protocols" in err and "dimers" in err
+    assert (out / "evidence.jsonl").read_bytes() == before
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAXCERT_CACHE_DIR": "off"}
     run = subprocess.run([sys.executable, str(out / "reproduce.py")], capture_output=True, text=True, env=env,
                          cwd=tmp_path, timeout=300)
