@@ -341,8 +341,94 @@ def cases() -> list[Case]:
         Case("certify-ctrl-c", [*cert[:5], "--probes", "parity,equivariance,conservativeness,smoothness,betti,trimer",
                                 "--json", "r.json"], expect=(130,), names="probes kept in r.json",
              interrupt_when="r.json", lost=_kept_as_said, fast=False, timeout=300),
+        # pages, terminal and files (issue "Trust, second round"; tests/test_trust_pages.py, test_trust_files.py)
+        Case("compare-html-script-in-model-name", ["compare", "bad.json", "--html", "p.html"], expect=(0,),
+             setup=_hostile_report(["model", "name"], "</script><script>document.title='PWNED'</script>"),
+             check=_no_script, fast=False),
+        Case("compare-terminal-escape-in-model-name", ["compare", "bad.json"], expect=(0,),
+             setup=_hostile_report(["model", "name"], "lj\x1b]0;owned\x07\x1b[2J"), check=_no_escape, fast=False),
+        Case("certify-json-is-a-link", [*cert, "--probes", "parity", "--json", "r.json"], names="--json",
+             setup=_planted(("r.json", None))[0], check=_planted(("r.json", None))[1]),
+        Case("board-index-is-a-link", ["board", "--models", "lj", *ar_board, "--out", "b", "--no-throughput"],
+             names="index.html", setup=_planted(("b/index.html", None))[0],
+             check=_planted(("b/index.html", None))[1]),
+        Case("board-foreign-out", ["board", "--models", "lj", *ar_board, "--out", "b", "--no-throughput"],
+             names="--out", setup=_planted(files=("b/index.html", "b/board.json"))[0],
+             check=_planted(files=("b/index.html", "b/board.json"))[1], lost=_nothing_ran),
+        Case("board-toml-name-board", ["board", "--models", "m.toml", *ar_board, "--out", "b", "--no-throughput"],
+             names="board", lost=_nothing_ran,
+             setup=lambda d: (d / "m.toml").write_text('[[models]]\nspec = "lj"\nname = "board"\n') and {}),
+        Case("board-name-300-characters", ["board", "--models", "m.toml", *ar_board, "--out", "b",
+                                           "--no-throughput"], names="name", lost=_nothing_ran,
+             setup=lambda d: (d / "m.toml").write_text(f'[[models]]\nspec = "lj"\nname = "{"n" * 300}"\n')
+             and {}),
+        Case("investigate-evidence-is-a-link", [*INVESTIGATE, "--resume"], names="evidence.jsonl",
+             setup=_planted(("inv/evidence.jsonl", None))[0], check=_planted(("inv/evidence.jsonl", None))[1]),
+        Case("investigate-planted-report-tmp", INVESTIGATE, expect=(0, 1), fast=False,
+             setup=_planted(("inv/report.md.tmp", None))[0], check=_planted(("inv/report.md.tmp", None))[1]),
+        Case("investigate-readme-model", ["investigate", "--target", "mine:model", "--committee", "lj,sw",
+                                          "--protocols", "dimers", "--elements", "Si", "--out", "inv",
+                                          "--oracle-seconds", "0", "--quiet"], expect=(0, 1), fast=False,
+             setup=_module("mine", MINE_README)),
+        Case("probes-typo-did-you-mean", [*cert, "--probes", "conservativness"], names="conservativeness"),
+        Case("model-dotted-hint", [*cert[:1], "--model", "mine.model", *cert[3:]], names="mine:model",
+             setup=_module("mine", MINE_README)),
     ]
     return out
+
+
+SENTINEL = "someone else's file\n"
+MINE_README = """
+import jax.numpy as jnp
+import jaxcert
+
+def energy(params, s):
+    p = jaxcert.neighbors.pairs(s, cutoff=5.0)
+    inside = p.mask & (p.r < 5.0)
+    fc = 0.5 * (1 + jnp.cos(jnp.pi * p.r / 5.0))
+    phi = params["eps"] * ((2.3 / p.r) ** 12 - 2 * (2.3 / p.r) ** 6) * fc
+    return 0.5 * jnp.sum(jnp.where(inside, phi, 0.0))
+
+model = jaxcert.Model(energy, params={"eps": 0.1}, name="mine", cutoff=5.0)
+"""
+
+
+def _sentinel(d: Path) -> Path:
+    p = d / "sentinel.txt"
+    p.write_text(SENTINEL)
+    return p
+
+
+def _planted(*links: tuple[str, str | None], files: tuple[str, ...] = ()):
+    """Setup: a sentinel file outside the output; each (path, None) a symlink to it at ``path``; each name in
+    ``files`` someone else's file; check: the sentinel and those files are unchanged (else a security finding)."""
+    def setup(d: Path) -> dict[str, Any]:
+        sent = _sentinel(d)
+        for rel, _ in links:
+            (d / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(sent, d / rel)
+        for rel in files:
+            (d / rel).parent.mkdir(parents=True, exist_ok=True)
+            (d / rel).write_text(f"<p>{rel}: not jaxcert's</p>\n")
+        return {"paths": [sent, *(d / f for f in files)], "shas": [_sha(sent), *(_sha(d / f) for f in files)]}
+
+    def check(d: Path, state: dict[str, Any]) -> str | None:
+        changed = [p.name for p, h in zip(state["paths"], state["shas"], strict=True) if _sha(p) != h]
+        return f"written through a link or over a foreign file: {', '.join(changed)}" if changed else None
+    return setup, check
+
+
+def _hostile_report(field: list[Any], value: str):
+    return lambda d: (_report(d, _set(field, value)), {})[1]
+
+
+def _no_script(d: Path, state: dict[str, Any]) -> str | None:
+    page = (d / "p.html").read_text() if (d / "p.html").exists() else ""
+    return "the hostile name reached the page as markup" if "<script>document.title" in page else None
+
+
+def _no_escape(d: Path, state: dict[str, Any]) -> str | None:
+    return "a raw escape sequence reached the terminal" if "\x1b" in state.get("stdout", "") else None
 
 
 def _run(c: Case, d: Path, env: dict[str, str]) -> tuple[int, str, str, float | None]:
@@ -377,6 +463,7 @@ def run_case(c: Case, fast_s: float) -> dict[str, Any]:
         t0 = time.perf_counter()
         code, stdout, stderr, after_sigint = _run(c, d, env)
         wall = time.perf_counter() - t0
+        state = {**state, "stdout": stdout}
         finding = c.check(d, state) if c.check else None
         lost = c.lost(d, stderr) if c.lost else None
     err = [ln for ln in stderr.splitlines() if ln.strip()]

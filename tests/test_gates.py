@@ -109,28 +109,34 @@ def test_crashes_skips_and_nan_carry_their_reason():
         gates.judge("betti", 0.0, {}, "ok", "strict")
 
 
-def test_a_factor_two_force_head_fails_exact_on_conservativeness_and_passes_reference(capsys, monkeypatch):
+def test_a_factor_two_force_head_fails_exact_on_conservativeness_and_passes_reference(capsys, monkeypatch, tmp_path):
     monkeypatch.syspath_prepend(ROOT)
     argv = ["certify", "--model", "tests._buggy_models:double_counted", "--elements", "Cu",
-            "--probes", "conservativeness,cross_maxwell", "--quiet"]
+            "--probes", "conservativeness,cross_maxwell", "--quiet", "--json", str(tmp_path / "r.json")]
     assert main(argv) == 1
     out = capsys.readouterr().out
     assert "FAIL conservativeness [Cu]: along the bond scan the force and −dE/ds differ by" in out
     assert "gates 0/2 passed (exact profile, float64 floor; reference 2/2" in " ".join(out.split())
-    assert main([*argv, "--gates", "reference"]) == 0  # the published board's gates pass it: why exact exists
+    # the published board's gates pass it (why exact exists), judged again from the report without recomputing
+    assert main(["compare", str(tmp_path / "r.json"), "--gates", "reference", "--json", str(tmp_path / "c.json")]) == 0
+    row = json.load(open(tmp_path / "c.json", encoding="utf-8"))["rows"][0]
+    assert (row["gates_passed"], row["gates_total"]) == (2, 2)
     # the same model with its force head right passes the exact gates
     rep = jaxcert.certify(buggy.clean, ["Cu"], probes=["conservativeness", "cross_maxwell"], dtype="float64")
     assert rep.probe_gates() == {"conservativeness": True, "cross_maxwell": True}
 
 
-def test_a_hard_cutoff_fails_the_regularity_gate_of_smoothness(capsys, monkeypatch):
+def test_a_hard_cutoff_fails_the_regularity_gate_of_smoothness(capsys, monkeypatch, tmp_path):
     monkeypatch.syspath_prepend(ROOT)
     argv = ["certify", "--model", "tests._buggy_models:hard_cutoff", "--elements", "Cu",
-            "--probes", "smoothness,conservativeness", "--quiet"]
+            "--probes", "smoothness,conservativeness", "--quiet", "--json", str(tmp_path / "r.json")]
     assert main(argv) == 1
     out = capsys.readouterr().out
     assert "FAIL smoothness [Cu]: energy jumps by" in out and "hard cutoff" in out
-    assert main([*argv, "--gates", "reference"]) == 0  # smoothness has no gate on the published board
+    # smoothness has no gate on the published board: the reference profile passes the same report
+    assert main(["compare", str(tmp_path / "r.json"), "--gates", "reference", "--json", str(tmp_path / "c.json")]) == 0
+    row = json.load(open(tmp_path / "c.json", encoding="utf-8"))["rows"][0]
+    assert (row["gates_passed"], row["gates_total"]) == (1, 1) and row["cells"]["smoothness"]["gate"] is None
 
 
 def test_a_report_judges_again_under_another_profile_without_recomputing():
