@@ -9,7 +9,7 @@ profiles answer it with different thresholds (docs/probes.md §3.1 has the table
   (float32 1.19e-7, float64 2.22e-16), S the scale of the compared quantity, taken from the probe's own
   details where it records one (the largest force along the conservativeness scan, the largest Hessian
   entry betti read, the Λ-block entries of cross_maxwell, ‖H‖_F of the relaxed cluster) and otherwise a
-  stated physical scale, and K a safety factor ≥ 25 times the largest clean value measured over every
+  stated physical scale, and K a safety factor ≥ 24 times the largest clean value measured over every
   clean model we have (analytic models, the SevenNet and nequix families, CHGNet through the bridge, in
   float32 and float64).  A threshold is never looser than the reference's: ``min(reference, K ε S)``.
   The smoothness probe gets a gate here: the regularity of E(r) along its bond scan
