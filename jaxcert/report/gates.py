@@ -38,6 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from jaxcert.report.regularity import regularity
+
 __all__ = ["PROFILES", "DEFAULT_PROFILE", "REFERENCE", "EXACT_K", "Verdict", "judge", "machine_epsilon",
            "model_precision", "precision_of_probe", "check_profile", "gated"]
 
@@ -325,8 +327,6 @@ def _cross_maxwell(defect, det, profile, eps):
 
 
 def _smoothness(defect, det, profile, eps):
-    from jaxcert.report.regularity import regularity  # noqa: PLC0415 - NumPy only, kept beside its one user
-
     s, e, p = det.get("s_grid"), det.get("energies"), det.get("projected_force")
     if s is None or e is None or p is None:
         return True, "no bond scan recorded", None
