@@ -68,7 +68,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -85,11 +85,14 @@ from jaxcert.optim.relax import bfgs
 __all__ = [
     "LangevinConfig", "Trajectory", "VerletResult", "COM_MODES",
     "maxwell_boltzmann", "kinetic_energy", "kinetic_temperature", "center_of_mass",
-    "velocity_verlet", "langevin_coefficients", "langevin_step", "langevin_trajectory", "extend", "trajectory_details",
-    "frame_indices", "frames", "check_thermostat", "noise_key", "TRAJECTORY_NOISE_STREAM",
+    "velocity_verlet", "langevin_coefficients", "langevin_step", "baoab_step", "step_function",
+    "INTEGRATORS", "langevin_trajectory", "extend", "trajectory_details",
+    "frame_indices", "frames", "check_thermostat", "noise_key", "TRAJECTORY_NOISE_STREAM", "start", "advance",
 ]
 
 COM_MODES = ("fixcom", "langevin_fixcm", "none")
+#: Langevin integrators: ASE's ``Langevin`` (Vanden-Eijnden–Ciccotti) and BAOAB (Leimkuhler & Matthews 2013).
+INTEGRATORS = ("ase", "baoab")
 #: ``fold_in`` tag of the Langevin noise stream derived from the run key.
 TRAJECTORY_NOISE_STREAM = 1
 
@@ -244,6 +247,8 @@ class LangevinConfig:
       relax_steps: BFGS step cap (300, the reference's relax default).
       com: "fixcom" (default, ASE FixCom constraint as pescert's newest version),
         "langevin_fixcm" (pescert's earlier version) or "none"; see the module docstring.
+      integrator: "ase" (ASE's ``Langevin``, the reference's) or "baoab" (Leimkuhler & Matthews 2013,
+        :func:`baoab_step`); see the module docstring and docs/statistics.md.
     """
 
     temperature_k: float = 30.0
@@ -254,10 +259,15 @@ class LangevinConfig:
     relax_fmax: float = 1e-3
     relax_steps: int = 300
     com: str = "fixcom"
+    integrator: str = "ase"
 
     def __post_init__(self):
         if self.com not in COM_MODES:
             raise ValueError(f"LangevinConfig.com must be one of {COM_MODES}, got {self.com!r}")
+        if self.integrator not in INTEGRATORS:
+            raise ValueError(f"LangevinConfig.integrator must be one of {INTEGRATORS}, got {self.integrator!r}")
+        if self.integrator == "baoab" and self.com == "langevin_fixcm":
+            raise ValueError("com='langevin_fixcm' is ASE Langevin's own option; use 'fixcom' or 'none' with BAOAB")
         if self.warmup_steps < 0:
             raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if not (self.timestep_fs > 0 and self.temperature_k >= 0 and self.friction_per_fs >= 0):
@@ -305,6 +315,7 @@ class _LState(NamedTuple):
     forces: jax.Array  # as used by the integrator (constraint-adjusted under FixCom)
     raw_forces: jax.Array  # the model's output
     neighbors: NeighborState | None = None  # the carried Verlet list (None on the dense path)
+    sampled_velocities: jax.Array | None = None  # BAOAB: the velocities the trajectory stores (after O)
 
 
 def langevin_step(s: Structure, force_fn, config: LangevinConfig, state: _LState, key: jax.Array) -> _LState:
@@ -342,6 +353,61 @@ def langevin_step(s: Structure, force_fn, config: LangevinConfig, state: _LState
     return _LState(new, v, F, raw, nbrs)
 
 
+def baoab_step(s: Structure, force_fn, config: LangevinConfig, state: _LState, key: jax.Array) -> _LState:
+    r"""One BAOAB Langevin step (B. Leimkuhler and C. Matthews, Appl. Math. Res. Express 2013, 34).
+
+    With c = exp(−γ dt) and ξ ~ N(0, 1)^{N×3} drawn from ``key``::
+
+        B: v += ½dt F/m        A: r += ½dt v
+        O: v = c v + √((1 − c²) k_BT/m) ξ
+        A: r += ½dt v          F ← F(r)          B: v += ½dt F/m
+
+    The O step solves the Ornstein–Uhlenbeck part exactly; the splitting samples the configurational
+    (position) distribution with an error that is exact for a harmonic well at any stable step and second
+    order otherwise, much smaller in practice than splittings that end with the friction (docs/statistics.md
+    measures it against :func:`langevin_step`).  Under ``com="fixcom"`` the integrator uses the FixCom forces,
+    every position update keeps the mass-weighted COM and every velocity update drops the COM momentum, as in
+    :func:`langevin_step`.  One force evaluation per step.
+    """
+    dtype = s.positions.dtype
+    dt = config.timestep_fs * FS
+    fr = config.friction_per_fs / FS
+    T = KB_EV_PER_K * config.temperature_k
+    w = _w(s)
+    m = _masses(s)
+    fixcom = config.com == "fixcom"
+    c = math.exp(-fr * dt)
+    sig = jnp.sqrt((1.0 - c * c) * T / m).astype(dtype)
+    xi = jax.random.normal(key, s.positions.shape, dtype) * w
+
+    def keep_p(v):
+        return _fixcom_momenta(s, v * m) / m if fixcom else v
+
+    def move(x, v):
+        new = x + 0.5 * dt * v * w
+        return _fixcom_positions(s, x, new) if fixcom else new
+
+    v = keep_p(state.velocities + 0.5 * dt * state.forces / m * w)
+    x = move(state.positions, v)
+    v = keep_p(c * v + sig * xi)
+    mid = v
+    x = move(x, v)
+    raw, nbrs = force_fn(x, state.neighbors)
+    F = _fixcom_forces(s, raw) if fixcom else raw
+    return _LState(x, _baoab_last_kick(s, config, mid, F), F, raw, nbrs, mid)
+
+
+def _baoab_last_kick(s: Structure, config: LangevinConfig, mid: jax.Array, F: jax.Array) -> jax.Array:
+    """BAOAB's last B: the end-of-step velocities from the velocities after O and the (integrator's) forces."""
+    v = mid + 0.5 * config.timestep_fs * FS * F / _masses(s) * _w(s)
+    return _fixcom_momenta(s, v * _masses(s)) / _masses(s) if config.com == "fixcom" else v
+
+
+def step_function(config: LangevinConfig):
+    """The one-step function of ``config.integrator``: :func:`langevin_step` ("ase") or :func:`baoab_step`."""
+    return baoab_step if config.integrator == "baoab" else langevin_step
+
+
 # ----------------------------------------------------------------------------- trajectory
 @dataclasses.dataclass(frozen=True)
 class Trajectory:
@@ -358,6 +424,11 @@ class Trajectory:
       relax_steps: BFGS steps taken.
       n_evals: model evaluations spent to produce it (relaxation + 1 + warm-up + stored steps).
       thermostat: the :class:`LangevinConfig` (static).
+      n_run: a trajectory run to a precision (:mod:`jaxcert.probes._statmech`, ``Sampling``): the stored steps
+        actually run (the arrays hold ``max_steps`` rows, the rows past ``n_run`` are zero); None for a
+        fixed-length trajectory, whose every row is a step.
+      sampled: a run to a precision: what its stop rule measured (observable series, standard errors, why it
+        stopped; :mod:`jaxcert.probes._statmech`); None for a fixed-length trajectory.
     """
 
     reference: Structure
@@ -370,6 +441,8 @@ class Trajectory:
     relax_steps: jax.Array
     n_evals: jax.Array
     thermostat: LangevinConfig = LangevinConfig()
+    n_run: jax.Array | None = None
+    sampled: Any = None
 
     @property
     def n_stored(self) -> int:
@@ -380,7 +453,7 @@ class Trajectory:
 jax.tree_util.register_dataclass(
     Trajectory,
     data_fields=["reference", "positions", "forces", "velocities", "steps", "noise_key", "relax_fmax",
-                 "relax_steps", "n_evals"],
+                 "relax_steps", "n_evals", "n_run", "sampled"],
     meta_fields=["thermostat"],
 )
 
@@ -390,12 +463,15 @@ def noise_key(key: jax.Array) -> jax.Array:
     return jax.random.fold_in(key, TRAJECTORY_NOISE_STREAM)
 
 
-def _run(s: Structure, force_fn, config: LangevinConfig, state: _LState, nkey: jax.Array, first_step: int, n: int):
-    def body(c, step):
-        c = langevin_step(s, force_fn, config, c, jax.random.fold_in(nkey, step))
-        return c, (c.positions, c.raw_forces, c.velocities)
+def _run(s: Structure, force_fn, config: LangevinConfig, state: _LState, nkey: jax.Array, first_step, n: int):
+    one = step_function(config)
 
-    steps = jnp.arange(first_step, first_step + n)
+    def body(c, step):
+        c = one(s, force_fn, config, c, jax.random.fold_in(nkey, step))
+        v = c.velocities if c.sampled_velocities is None else c.sampled_velocities
+        return c, (c.positions, c.raw_forces, v)
+
+    steps = first_step + jnp.arange(n)
     return jax.lax.scan(body, state, steps)
 
 
@@ -421,6 +497,22 @@ def langevin_trajectory(model: Model, s: Structure, key: jax.Array, config: Lang
 def _trajectory(model: Model, s: Structure, key: jax.Array, config: LangevinConfig,
                 n_steps: int) -> tuple[Trajectory, jax.Array]:
     """The trajectory and the overflow status (``ok``) of every list it used."""
+    ref, force_fn, state, nkey, fmax_reached, relax_steps, relax_evals = start(model, s, key, config)
+    # one scan over warm-up + stored steps (one compiled step body), warm-up frames dropped
+    nw = config.warmup_steps
+    end, (R, F, V) = _run(ref, force_fn, config, state, nkey, 1, nw + n_steps)
+    R, F, V = R[nw:], F[nw:], V[nw:]
+    steps = jnp.arange(config.warmup_steps + 1, config.warmup_steps + 1 + n_steps)
+    n_evals = relax_evals + 1 + config.warmup_steps + n_steps
+    traj = Trajectory(ref, R, F, V, steps, nkey, fmax_reached, relax_steps, jnp.asarray(n_evals, jnp.int32), config)
+    return traj, (neighbors.list_ok(ref.neighbor_state), neighbors.list_ok(end.neighbors))
+
+
+def start(model: Model, s: Structure, key: jax.Array, config: LangevinConfig):
+    """Steps 1–2 of the trajectory (relaxation, seeded velocities, first forces).
+
+    Returns ``(reference, force_fn, state, noise key, relax fmax reached, relax steps, relax evaluations)``;
+    the state is the Langevin state at step 0 (advance it with :func:`advance` or :func:`_run`)."""
     if config.relax:
         rr = bfgs(model, s, fmax=config.relax_fmax, max_steps=config.relax_steps)
         ref, fmax_reached, relax_steps = rr.structure, rr.fmax, rr.steps
@@ -437,16 +529,19 @@ def _trajectory(model: Model, s: Structure, key: jax.Array, config: LangevinConf
         v0 = _fixcom_momenta(ref, v0 * _masses(ref)) / _masses(ref)
     raw0, nbrs0 = force_fn(ref.positions, ref.neighbor_state)
     F0 = _fixcom_forces(ref, raw0) if config.com == "fixcom" else raw0
-    state = _LState(ref.positions, v0, F0, raw0, nbrs0)
-    nkey = noise_key(key)
-    # one scan over warm-up + stored steps (one compiled step body), warm-up frames dropped
-    nw = config.warmup_steps
-    end, (R, F, V) = _run(ref, force_fn, config, state, nkey, 1, nw + n_steps)
-    R, F, V = R[nw:], F[nw:], V[nw:]
-    steps = jnp.arange(config.warmup_steps + 1, config.warmup_steps + 1 + n_steps)
-    n_evals = relax_evals + 1 + config.warmup_steps + n_steps
-    traj = Trajectory(ref, R, F, V, steps, nkey, fmax_reached, relax_steps, jnp.asarray(n_evals, jnp.int32), config)
-    return traj, (neighbors.list_ok(ref.neighbor_state), neighbors.list_ok(end.neighbors))
+    state = _LState(ref.positions, v0, F0, raw0, nbrs0, v0 if config.integrator == "baoab" else None)
+    return ref, force_fn, state, noise_key(key), fmax_reached, relax_steps, relax_evals
+
+
+def advance(s: Structure, force_fn, config: LangevinConfig, state: _LState, nkey: jax.Array, first_step,
+            n: int) -> _LState:
+    """``n`` (static) steps from absolute step ``first_step`` (may be traced) without storing them."""
+    one = step_function(config)
+
+    def body(c, step):
+        return one(s, force_fn, config, c, jax.random.fold_in(nkey, step)), None
+
+    return jax.lax.scan(body, state, first_step + jnp.arange(n))[0]
 
 
 def extend(model: Model, traj: Trajectory, n_steps: int) -> Trajectory:
@@ -464,7 +559,11 @@ def extend(model: Model, traj: Trajectory, n_steps: int) -> Trajectory:
     raw = traj.forces[-1]
     F = _fixcom_forces(ref, raw) if config.com == "fixcom" else raw
     # the reference's list, refreshed at the first step if stale, then carried
-    state = _LState(traj.positions[-1], traj.velocities[-1], F, raw, ref.neighbor_state)
+    v = traj.velocities[-1]
+    if config.integrator == "baoab":  # BAOAB stores the velocities after O: redo the last kick
+        state = _LState(traj.positions[-1], _baoab_last_kick(ref, config, v, F), F, raw, ref.neighbor_state, v)
+    else:
+        state = _LState(traj.positions[-1], v, F, raw, ref.neighbor_state)
     first = config.warmup_steps + have + 1
     _, (R, Fs, V) = _run(ref, force_fn, config, state, traj.noise_key, first, n_steps - have)
     steps = jnp.arange(config.warmup_steps + 1, config.warmup_steps + 1 + n_steps)
@@ -534,7 +633,7 @@ def trajectory_details(traj: Trajectory, config, reused, traj_evals) -> dict:
         "relax_converged": traj.relax_fmax < config.thermostat.relax_fmax,
         "trajectory": {
             "reused": reused,
-            "n_steps": jnp.asarray(config.n_steps),
+            "n_steps": jnp.asarray(config.n_steps) if traj.n_run is None else traj.n_run,
             "sample_every": jnp.asarray(config.sample_every),
             "md_evals": traj_evals,
         },

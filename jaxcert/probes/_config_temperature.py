@@ -62,14 +62,22 @@ from jaxcert.core.structure import Structure
 from jaxcert.core.units import KB_EV_PER_K
 from jaxcert.optim.dynamics import LangevinConfig, Trajectory, frame_indices, kinetic_temperature, trajectory_details
 from jaxcert.probes import _statmech, kinds, stages
+from jaxcert.probes._statmech import (
+    DEFAULT_SAMPLING,
+    DEFAULT_THERMOSTAT,
+    HUTCHINSON_STREAM,
+    REFERENCE_THERMOSTAT,
+    Sampling,
+    kinetic_dof,
+    t_conf,
+)
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, require_atoms, resolve_substrate, score_map
 
 __all__ = [
     "ConfigTemperatureConfig", "config_temperature", "HUTCHINSON_STREAM", "kinetic_dof",
 ]
 
-#: ``fold_in`` tag of the Hutchinson stream (the reference's seed + 12345).
-HUTCHINSON_STREAM = 12345
+_t_conf = t_conf
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +93,9 @@ class ConfigTemperatureConfig:
       scale: score scale λ (1.0).
       thermostat: the shared trajectory's :class:`LangevinConfig` (30 K, 1 fs, 0.05/fs, 400 warm-up).
       derivatives: engine for H·z (exact autodiff by default).
+      sampling: run the trajectory to a precision (:class:`jaxcert.probes._statmech.Sampling`; docs/statistics.md
+        §3), with ``n_steps`` as the cap; None is the reference's fixed length of ``n_steps``.  It takes this
+        config's estimator settings, and needs the exact engine (the run computes H·z itself).
     """
 
     n_steps: int = 1100
@@ -93,25 +104,18 @@ class ConfigTemperatureConfig:
     kinetic_dof: str = "auto"
     n_blocks: int = 10
     scale: float = 1.0
-    thermostat: LangevinConfig = LangevinConfig()
+    thermostat: LangevinConfig = DEFAULT_THERMOSTAT
     derivatives: Any = EXACT
+    sampling: Sampling | None = DEFAULT_SAMPLING
 
+    def __post_init__(self):
+        _statmech.check_sampling(self, "config_temperature", ct_every=self.sample_every,
+                                 n_hutchinson=self.n_hutchinson, kinetic_dof=self.kinetic_dof, n_blocks=self.n_blocks)
 
-def kinetic_dof(n_atoms: jax.Array, thermostat: LangevinConfig, mode: str = "auto") -> jax.Array:
-    """Number of kinetic degrees of freedom for T_kin (see the module docstring)."""
-    if mode == "auto":
-        mode = "3N-3" if thermostat.removes_com else "3N"
-    if mode == "3N":
-        return 3 * n_atoms
-    if mode == "3N-3":
-        return 3 * n_atoms - 3
-    raise ValueError(f"kinetic_dof must be 'auto', '3N' or '3N-3', got {mode!r}")
-
-
-def _t_conf(mean_F2: jax.Array, mean_t: jax.Array) -> jax.Array:
-    """T_conf = ⟨F²⟩/(k_B⟨Tr H⟩) in K (eV²/Å² over eV/K · eV/Å²); NaN when ⟨Tr H⟩ ≤ 0."""
-    pos = mean_t > 0
-    return jnp.where(pos, mean_F2 / (KB_EV_PER_K * jnp.where(pos, mean_t, 1.0)), jnp.nan)
+    @classmethod
+    def reference(cls, **changes: Any) -> ConfigTemperatureConfig:
+        """The reference's fixed-length setup: ASE Langevin at 1 fs, 400 warm-up and ``n_steps`` stored steps."""
+        return cls(**{"thermostat": REFERENCE_THERMOSTAT, "sampling": None, **changes})
 
 
 def config_temperature(model: Model, key: jax.Array, config: ConfigTemperatureConfig = ConfigTemperatureConfig(),
@@ -127,6 +131,8 @@ def plan(cfg: ConfigTemperatureConfig, facts: stages.Facts):
     """Stages (docs/architecture.md "Kinds and stages"): ask for the shared Langevin trajectory (``langevin``);
     ask for the Hutchinson products H·z at the sampled frames (``tangent`` requests, H z = −J z); reduce."""
     del facts
+    if cfg.sampling is not None:
+        return _statmech.ask_trajectory(cfg), _sampled_reduce(cfg)
     engine = cfg.derivatives
     idx = frame_indices(cfg.thermostat.warmup_steps, cfg.n_steps, cfg.sample_every)
 
@@ -187,6 +193,58 @@ def plan(cfg: ConfigTemperatureConfig, facts: stages.Facts):
         return finalize(defect, score_map(defect, cfg.scale), True, n_evals, details)
 
     return _statmech.ask_trajectory(cfg, keep_key=True), ask_products, reduce
+
+
+def _sampled_reduce(cfg: ConfigTemperatureConfig):
+    """The reduction on a trajectory run to a precision: its stored F², Hutchinson traces and T_kin (the run
+    computed them at every ``sample_every``-th step, from the Hutchinson stream folded with the step)."""
+    sp = cfg.sampling
+
+    def reduce(state, answer):
+        del state
+        traj, traj_evals, reused = _statmech.charge(answer)
+        ref = traj.reference
+        ob = traj.sampled["config_temperature"]
+        F2, t, T_kin_frame = ob["F2"], ob["t"], ob["T_kin"]
+        n = traj.n_run // sp.ct_every
+        valid = jnp.arange(F2.shape[0]) < n
+        nf = jnp.maximum(n, 1).astype(F2.dtype)
+        mean_F2 = jnp.sum(jnp.where(valid, F2, 0.0)) / nf
+        mean_t = jnp.sum(jnp.where(valid, t, 0.0)) / nf
+        T_conf = t_conf(mean_F2, mean_t)
+        T_kin = jnp.sum(jnp.where(valid, T_kin_frame, 0.0)) / nf
+        ratio = T_conf / T_kin
+        jk = _statmech.prefix_jackknife(lambda m: jnp.stack([t_conf(m[0], m[1]) / m[2], t_conf(m[0], m[1]), m[2]]),
+                                        (F2, t, T_kin_frame), 0, n, cfg.n_blocks)
+        ok = valid & (t > 0) & (T_kin_frame > 0)
+        series = jnp.where(ok, F2 / (KB_EV_PER_K * jnp.where(ok, t * T_kin_frame, 1.0)), jnp.nan)
+        defect = jnp.abs(ratio - 1.0)
+        details: dict[str, Any] = {
+            "T_config": T_conf,
+            "T_kin": T_kin,
+            "ratio": ratio,
+            "mean_F2": mean_F2,
+            "mean_TrH": mean_t,
+            "n_samples": n,
+            "temperature_K": jnp.asarray(cfg.thermostat.temperature_k),
+            "n_hutchinson": jnp.asarray(cfg.n_hutchinson),
+            "n_dof": traj.sampled["n_dof"],
+            "eps": jnp.asarray(cfg.derivatives.step(ref)),
+            "precision": jnp.asarray(8 * jnp.dtype(ref.positions.dtype).itemsize),
+            "scale": jnp.asarray(cfg.scale),
+            **trajectory_details(traj, cfg, reused, traj_evals),
+            "ratio_series": series,
+            "defect_stderr": jk.stderr[0],
+            "ratio_stderr": jk.stderr[0],
+            "T_config_stderr": jk.stderr[1],
+            "T_kin_stderr": jk.stderr[2],
+            "n_blocks": jk.n_blocks,
+            "drift_z": _statmech.prefix_drift(_statmech.ct_statistic, (F2, t, T_kin_frame), n, cfg.n_blocks),
+            **_statmech.sampling_details(traj, sp, "config_temperature"),
+        }
+        return finalize(defect, score_map(defect, cfg.scale), True, traj_evals, details)
+
+    return reduce
 
 
 register(ProbeSpec(name="config_temperature", fn=config_temperature, config=ConfigTemperatureConfig,

@@ -67,6 +67,15 @@ from jaxcert.core.structure import Structure
 from jaxcert.core.units import KB_EV_PER_K
 from jaxcert.optim.dynamics import LangevinConfig, Trajectory, frame_indices, trajectory_details
 from jaxcert.probes import _statmech, kinds, stages
+from jaxcert.probes._statmech import (
+    DEFAULT_SAMPLING,
+    DEFAULT_THERMOSTAT,
+    REFERENCE_THERMOSTAT,
+    ROTATION_TOL,
+    Sampling,
+    align_frames,
+)
+from jaxcert.probes._statmech import rotation_curvature as _rotation_curvature
 from jaxcert.probes.base import ProbeResult, ProbeSpec, finalize, register, require_atoms, resolve_substrate, score_map
 
 __all__ = ["EquipartitionConfig", "equipartition", "align_frames", "ROTATION_TOL", "ALIGN_MODES"]
@@ -89,6 +98,9 @@ class EquipartitionConfig:
       scale: score scale λ (1.0).
       thermostat: the shared trajectory's :class:`LangevinConfig` (its temperature is T_target).
       derivatives: Hessian engine (exact autodiff by default).
+      sampling: run the trajectory to a precision (:class:`jaxcert.probes._statmech.Sampling`; docs/statistics.md
+        §3), with ``n_steps`` as the cap; None is the reference's fixed length of ``n_steps``.  It takes this
+        config's estimator settings and needs the exact engine (the run computes the modes itself).
     """
 
     n_steps: int = 1100
@@ -97,73 +109,20 @@ class EquipartitionConfig:
     align: str = "auto"
     n_blocks: int = 10
     scale: float = 1.0
-    thermostat: LangevinConfig = LangevinConfig()
+    thermostat: LangevinConfig = DEFAULT_THERMOSTAT
     derivatives: Any = EXACT
+    sampling: Sampling | None = DEFAULT_SAMPLING
 
     def __post_init__(self):
         if self.align not in ALIGN_MODES:
             raise ValueError(f"align must be one of {ALIGN_MODES}, got {self.align!r}")
+        _statmech.check_sampling(self, "equipartition", equipartition_every=self.sample_every,
+                                 tol_rel=self.tol_rel, align=self.align, n_blocks=self.n_blocks)
 
-
-#: relative curvature below which rigid rotations count as free (``align="auto"``).  Measured: ≤ 7e-5 on
-#: the reference LJ clusters (Li…S) at their relaxed minima, ≤ 3.5e-3 with a curl head of s = 0.03 on them,
-#: 1.1e-2 with s = 1 on the σ = 1 test icosahedron; 1 for an anchored harmonic well (its rotations are real
-#: vibrations).
-ROTATION_TOL = 0.1
-
-
-def _rotation_curvature(H: jax.Array, R: jax.Array, weights: jax.Array) -> jax.Array:
-    """Largest dᵀHd/Σ w|d|² over the rigid rotations d = a × (R − R̄_w), a = x, y, z (eV/(Å²·amu))."""
-    w = weights[:, None]
-    r = (R - jnp.sum(w * R, axis=0) / jnp.sum(w)) * (w > 0)
-    d = jnp.cross(jnp.eye(3, dtype=R.dtype)[:, None, :], r[None])  # (3, n, 3)
-    flat = d.reshape(3, -1)
-    return jnp.max(jnp.einsum("ai,ij,aj->a", flat, H, flat) / jnp.sum(w[None] * d * d, axis=(1, 2)))
-
-
-def align_frames(R: jax.Array, R_ref: jax.Array, weights: jax.Array) -> tuple[jax.Array, jax.Array]:
-    r"""Rotate each frame onto the reference about the weighted centres (least-squares / Kabsch rotation).
-
-    For every centred frame p and the centred reference q, the proper rotation U minimising
-    Σ_i w_i |U p_i − q_i|² (W. Kabsch, Acta Cryst. A32, 922 (1976)) is found with Horn's unit
-    quaternion: the eigenvector of the largest eigenvalue of the symmetric 4×4 matrix built from
-    S = Σ w p qᵀ (B. K. P. Horn, J. Opt. Soc. Am. A 4, 629 (1987)).  It is always a proper
-    rotation (no reflection), and a 4×4 ``eigh`` compiles far faster than a batched SVD.  With
-    w = masses the optimum satisfies the Eckart rotational condition Σ m q × (U p − q) = 0, the
-    frame in which normal modes are defined.
-
-    Args:
-      R: frames (T, n, 3) Å.
-      R_ref: reference positions (n, 3) Å.
-      weights: (n,) weights (masses in amu; 0 for padding atoms).
-
-    Returns:
-      (aligned frames (T, n, 3) Å about the reference's weighted centre, rotation angle per frame (T,) in
-      degrees).
-    """
-    w = weights[:, None]
-    c_ref = jnp.sum(w * R_ref, axis=0) / jnp.sum(w)
-    q = R_ref - c_ref
-    p = R - jnp.sum(w * R, axis=-2, keepdims=True) / jnp.sum(w)
-    S = jnp.einsum("n,tni,nj->tij", weights, p, q)  # S_ij = Σ w p_i q_j
-    xx, xy, xz = S[:, 0, 0], S[:, 0, 1], S[:, 0, 2]
-    yx, yy, yz = S[:, 1, 0], S[:, 1, 1], S[:, 1, 2]
-    zx, zy, zz = S[:, 2, 0], S[:, 2, 1], S[:, 2, 2]
-    N = jnp.stack([
-        jnp.stack([xx + yy + zz, yz - zy, zx - xz, xy - yx], -1),
-        jnp.stack([yz - zy, xx - yy - zz, xy + yx, zx + xz], -1),
-        jnp.stack([zx - xz, xy + yx, -xx + yy - zz, yz + zy], -1),
-        jnp.stack([xy - yx, zx + xz, yz + zy, -xx - yy + zz], -1),
-    ], -2)
-    _, vec = linalg.eigh(N)
-    a, b, c, d = (vec[:, k, -1] for k in range(4))  # unit quaternion of the largest eigenvalue
-    rot = jnp.stack([
-        jnp.stack([a * a + b * b - c * c - d * d, 2 * (b * c - a * d), 2 * (b * d + a * c)], -1),
-        jnp.stack([2 * (b * c + a * d), a * a - b * b + c * c - d * d, 2 * (c * d - a * b)], -1),
-        jnp.stack([2 * (b * d - a * c), 2 * (c * d + a * b), a * a - b * b - c * c + d * d], -1),
-    ], -2)
-    angle = 2.0 * jnp.degrees(jnp.arccos(jnp.clip(jnp.abs(a), 0.0, 1.0)))
-    return jnp.einsum("tij,tnj->tni", rot, p) + c_ref, angle
+    @classmethod
+    def reference(cls, **changes: Any) -> EquipartitionConfig:
+        """The reference's fixed-length setup: ASE Langevin at 1 fs, 400 warm-up and ``n_steps`` stored steps."""
+        return cls(**{"thermostat": REFERENCE_THERMOSTAT, "sampling": None, **changes})
 
 
 def equipartition(model: Model, key: jax.Array, config: EquipartitionConfig = EquipartitionConfig(),
@@ -179,6 +138,8 @@ def plan(cfg: EquipartitionConfig, facts: stages.Facts):
     """Stages (docs/architecture.md "Kinds and stages"): ask for the shared Langevin trajectory (``langevin``);
     ask for the 3N force-Jacobian columns J e_k at its reference R^eq (``tangent`` requests, H = −J); reduce."""
     del facts
+    if cfg.sampling is not None:
+        return _statmech.ask_trajectory(cfg), _sampled_reduce(cfg)
     engine = cfg.derivatives
     idx = frame_indices(cfg.thermostat.warmup_steps, cfg.n_steps, cfg.sample_every)
 
@@ -249,6 +210,54 @@ def plan(cfg: EquipartitionConfig, facts: stages.Facts):
         return finalize(defect, score_map(defect, cfg.scale), True, n_evals, details)
 
     return _statmech.ask_trajectory(cfg), ask_hessian, reduce
+
+
+def _sampled_reduce(cfg: EquipartitionConfig):
+    """The reduction on a trajectory run to a precision: its modes (exact Hessian at R^eq) and stored Q_α²."""
+    sp = cfg.sampling
+
+    def reduce(state, answer):
+        del state
+        traj, traj_evals, reused = _statmech.charge(answer)
+        ref = traj.reference
+        sd = traj.sampled
+        lam, keep, align = sd["omega2"], sd["keep"], sd["aligned"]
+        Q2_frame = sd["equipartition"]["Q2"]
+        n = traj.n_run // sp.equipartition_every
+        valid = jnp.arange(Q2_frame.shape[0]) < n
+        Q2 = jnp.sum(jnp.where(valid[:, None], Q2_frame, 0.0), axis=0) / jnp.maximum(n, 1).astype(Q2_frame.dtype)
+        kT = KB_EV_PER_K * cfg.thermostat.temperature_k
+        median_ratio = _statmech.equipartition_statistic(lam, keep, kT)
+        R = jnp.where(keep, lam * Q2 / kT, jnp.nan)
+        R_median = jnp.nanmedian(R)
+        jk = _statmech.prefix_jackknife(median_ratio, Q2_frame, 0, n, cfg.n_blocks)
+        defect = jnp.abs(R_median - 1.0)
+        details: dict[str, Any] = {
+            "n_modes": jnp.sum(keep),
+            "R_alpha": R,
+            "omega2": jnp.where(keep, lam, jnp.nan),
+            "R_median": R_median,
+            "R_median_abs_dev": jnp.nanmedian(jnp.abs(R - 1.0)),
+            "R_spread_std": jnp.nanstd(R),
+            "R_percentiles_5_25_50_75_95": jnp.nanpercentile(R, jnp.asarray([5.0, 25.0, 50.0, 75.0, 95.0], R.dtype)),
+            "temperature_K": jnp.asarray(cfg.thermostat.temperature_k),
+            "n_samples": n,
+            "eps": jnp.asarray(EXACT.step(ref)),
+            "precision": jnp.asarray(8 * jnp.dtype(ref.positions.dtype).itemsize),
+            "scale": jnp.asarray(cfg.scale),
+            **trajectory_details(traj, cfg, reused, traj_evals),
+            "defect_stderr": jk.stderr,
+            "R_median_stderr": jk.stderr,
+            "n_blocks": jk.n_blocks,
+            "drift_z": _statmech.prefix_drift(median_ratio, Q2_frame, n, cfg.n_blocks),
+            "aligned": align,
+            "rotation_deg_max": jnp.max(jnp.where(valid, sd["equipartition"]["rotation_deg"], 0.0)),
+            "n_negative_modes": jnp.sum(lam < -cfg.tol_rel * jnp.max(jnp.abs(lam))),
+            **_statmech.sampling_details(traj, sp, "equipartition"),
+        }
+        return finalize(defect, score_map(defect, cfg.scale), True, traj_evals, details)
+
+    return reduce
 
 
 register(ProbeSpec(name="equipartition", fn=equipartition, config=EquipartitionConfig, substrate="cluster",

@@ -45,13 +45,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert.core.geometry import det3, inv3, is_concrete
+from jaxcert.core.geometry import is_concrete
 from jaxcert.core.model import Model
 from jaxcert.core.stats import block_jackknife, half_drift
 from jaxcert.core.structure import Structure
 from jaxcert.core.units import KB_EV_PER_K
 from jaxcert.optim.dynamics import LangevinConfig, Trajectory, frame_indices, trajectory_details
 from jaxcert.probes import _statmech, stages
+from jaxcert.probes._statmech import (
+    DEFAULT_SAMPLING,
+    DEFAULT_THERMOSTAT,
+    REFERENCE_THERMOSTAT,
+    Sampling,
+    internal_kinetic_energy,
+)
 from jaxcert.probes.base import ProbeResult, ProbeSkip, ProbeSpec, finalize, register, resolve_substrate, score_map
 
 __all__ = ["VirialConfig", "virial", "internal_kinetic_energy"]
@@ -67,29 +74,25 @@ class VirialConfig:
       n_blocks: contiguous blocks of frames for the jackknife standard error (10; ``docs/statistics.md``).
       scale: score scale λ (1.0).
       thermostat: the shared trajectory's :class:`LangevinConfig`.
+      sampling: run the trajectory to a precision (:class:`jaxcert.probes._statmech.Sampling`; docs/statistics.md
+        §3), with ``n_steps`` as the cap; None is the reference's fixed length of ``n_steps``.  It takes this
+        config's estimator settings.
     """
 
     n_steps: int = 1100
     sample_every: int = 4
     n_blocks: int = 10
     scale: float = 1.0
-    thermostat: LangevinConfig = LangevinConfig()
+    thermostat: LangevinConfig = DEFAULT_THERMOSTAT
+    sampling: Sampling | None = DEFAULT_SAMPLING
 
+    def __post_init__(self):
+        _statmech.check_sampling(self, "virial", virial_every=self.sample_every, n_blocks=self.n_blocks)
 
-def internal_kinetic_energy(masses: jax.Array, R: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
-    """K_int in eV of one frame: kinetic energy without COM translation and rigid rotation."""
-    m = (masses * mask.astype(masses.dtype))[:, None]
-    M = jnp.sum(m)
-    r = R - jnp.sum(m * R, axis=0) / M
-    u = v - jnp.sum(m * v, axis=0) / M
-    L = jnp.sum(m * jnp.cross(r, u), axis=0)
-    r2 = jnp.sum(m * r * r)
-    I = r2 * jnp.eye(3, dtype=R.dtype) - jnp.einsum("i,ij,ik->jk", m[:, 0], r, r)
-    det = det3(I)
-    good = jnp.abs(det) > 1e-12 * jnp.maximum(jnp.trace(I), 1e-300) ** 3
-    omega = jnp.where(good, inv3(jnp.where(good, I, jnp.eye(3, dtype=R.dtype))) @ L, 0.0)
-    u_int = u - jnp.cross(omega, r)
-    return 0.5 * jnp.sum(m * u_int * u_int)
+    @classmethod
+    def reference(cls, **changes: Any) -> VirialConfig:
+        """The reference's fixed-length setup: ASE Langevin at 1 fs, 400 warm-up and ``n_steps`` stored steps."""
+        return cls(**{"thermostat": REFERENCE_THERMOSTAT, "sampling": None, **changes})
 
 
 def virial(model: Model, key: jax.Array, config: VirialConfig = VirialConfig(),
@@ -105,6 +108,8 @@ def plan(cfg: VirialConfig, facts: stages.Facts):
     """Stages (docs/architecture.md "Kinds and stages"): ask for the shared Langevin trajectory (``langevin``);
     then reduce its sampled frames (no further model quantity)."""
     del facts
+    if cfg.sampling is not None:
+        return _statmech.ask_trajectory(cfg), _sampled_reduce(cfg)
 
     def reduce(state, answer):
         del state
@@ -140,6 +145,47 @@ def plan(cfg: VirialConfig, facts: stages.Facts):
         return finalize(defect, score_map(defect, cfg.scale), True, traj_evals, details)
 
     return _statmech.ask_trajectory(cfg), reduce
+
+
+def _sampled_reduce(cfg: VirialConfig):
+    """The reduction on a trajectory run to a precision: its stored W and K_int (every ``sample_every``-th step)."""
+    sp = cfg.sampling
+
+    def reduce(state, answer):
+        del state
+        traj, traj_evals, reused = _statmech.charge(answer)
+        ref = traj.reference
+        ob = traj.sampled["virial"]
+        W, K = ob["W"], ob["K"]
+        n = traj.n_run // sp.virial_every
+        valid = jnp.arange(W.shape[0]) < n
+        nf = jnp.maximum(n, 1).astype(W.dtype)
+        mean_W = jnp.sum(jnp.where(valid, W, 0.0)) / nf
+        mean_K = jnp.sum(jnp.where(valid, K, 0.0)) / nf
+        rho = mean_W / (2.0 * mean_K)
+        jk = _statmech.prefix_jackknife(_statmech.virial_statistic, (W, K), 0, n, cfg.n_blocks)
+        dof = 3 * jnp.sum(ref.mask.astype(W.dtype)) - 6
+        defect = jnp.abs(rho - 1.0)
+        details: dict[str, Any] = {
+            "rho_vir": rho,
+            "T_int_kin": 2.0 * mean_K / (dof * KB_EV_PER_K),
+            "mean_virial": mean_W,
+            "mean_kinetic_internal": mean_K,
+            "n_samples": n,
+            "temperature_K": jnp.asarray(cfg.thermostat.temperature_k),
+            "dof": dof,
+            "scale": jnp.asarray(cfg.scale),
+            **trajectory_details(traj, cfg, reused, traj_evals),
+            "rho_series": jnp.where(valid, W / (2.0 * jnp.where(valid, K, 1.0)), jnp.nan),
+            "defect_stderr": jk.stderr,
+            "rho_vir_stderr": jk.stderr,
+            "n_blocks": jk.n_blocks,
+            "drift_z": _statmech.prefix_drift(_statmech.virial_statistic, (W, K), n, cfg.n_blocks),
+            **_statmech.sampling_details(traj, sp, "virial"),
+        }
+        return finalize(defect, score_map(defect, cfg.scale), True, traj_evals, details)
+
+    return reduce
 
 
 register(ProbeSpec(name="virial", fn=virial, config=VirialConfig, substrate="cluster", target=1.0, gated=False,

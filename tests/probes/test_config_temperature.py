@@ -13,6 +13,7 @@ from jaxcert.probes.base import PROBES
 from tests.test_dynamics import anchored_harmonic, clean_lj, cluster13, curl_model
 
 run = jax.jit(config_temperature, static_argnames=("config",))
+REF = ConfigTemperatureConfig.reference()  # the reference's fixed length (ASE Langevin, 1 fs, 1100 steps)
 
 
 @functools.cache
@@ -29,7 +30,7 @@ def test_anchored_harmonic_passes(dtype):
     (3N − 3)/3N = 0.923 with T_kin over 3N − 3 (measured 0.909 in float64 and 0.890 in float32).
     """
     s, model = _anchored(dtype)
-    r = run(model, jax.random.key(1), substrate=s)
+    r = run(model, jax.random.key(1), config=REF, substrate=s)
     d = r.details
     assert abs(float(d["ratio"]) - 1.0) < 0.25 and float(r.score) > 0.6
     assert bool(r.gate) and int(r.status) == 0 and r.score.dtype == dtype
@@ -62,7 +63,7 @@ def test_stderr_matches_the_spread_over_seeds():
     """16 independent default runs of the AnchoredHarmonic (exact answer ρ = 36/39): the jackknife SE is the
     seed-to-seed scatter of ρ, and ρ sits within its SE of the answer (rms z ≈ 1, not ≫ 1 nor ≪ 1)."""
     s, model = _anchored(jnp.float64)  # the program compiled for test_anchored_harmonic_passes
-    rs = [run(model, jax.random.key(200 + i), substrate=s).details for i in range(16)]
+    rs = [run(model, jax.random.key(200 + i), config=REF, substrate=s).details for i in range(16)]
     rho = np.array([float(d["ratio"]) for d in rs])
     se = np.array([float(d["defect_stderr"]) for d in rs])
     z = (rho - 36 / 39) / se
@@ -78,7 +79,7 @@ def test_shared_trajectory_equals_standalone():
     s = cluster13()
     model = anchored_harmonic(s.positions, 3.0)
     key = jax.random.key(1)
-    cfg = ConfigTemperatureConfig(n_steps=300)
+    cfg = ConfigTemperatureConfig.reference(n_steps=300)
     alone = run(model, key, config=cfg, substrate=s)
 
     @jax.jit
@@ -108,7 +109,7 @@ def test_registered():
     assert spec.fn is config_temperature and spec.target == 1.0 and not spec.gated and spec.substrate == "cluster"
     c = ConfigTemperatureConfig()
     assert (c.n_steps, c.sample_every, c.n_hutchinson, c.scale, c.n_blocks) == (1100, 10, 4, 1.0, 10)
-    t = c.thermostat
+    t = ConfigTemperatureConfig.reference().thermostat
     assert (t.temperature_k, t.timestep_fs, t.friction_per_fs, t.warmup_steps, t.relax_fmax) == (30.0, 1.0, 0.05,
                                                                                                  400, 1e-3)
     assert jnp.zeros(()).dtype == jnp.float64  # conftest enables x64

@@ -18,7 +18,7 @@ LJ = clean_lj()
 def test_clean_lj_passes(dtype):
     """§8.5: clean LJ on cluster13, seed 2: |R_median − 1| < 0.35 and score > 0.5, and within a few of its own SE."""
     s = cluster13(dtype)
-    r = run(LJ, jax.random.key(2), substrate=s)
+    r = run(LJ, jax.random.key(2), config=EquipartitionConfig.reference(), substrate=s)
     d = r.details
     assert abs(float(d["R_median"]) - 1.0) < 0.35 and float(r.score) > 0.5
     assert r.score.dtype == dtype and int(r.status) == 0
@@ -56,8 +56,8 @@ def test_harmonic_modes_exact_and_fd_engine_agrees():
     s = cluster13()
     model = anchored_harmonic(s.positions, 3.0)
     key = jax.random.key(5)
-    cfg = EquipartitionConfig(n_steps=200)
-    fd_cfg = EquipartitionConfig(n_steps=200, derivatives=FiniteDifference())
+    cfg = EquipartitionConfig.reference(n_steps=200)
+    fd_cfg = EquipartitionConfig.reference(n_steps=200, derivatives=FiniteDifference())
 
     @jax.jit
     def both(model, key):

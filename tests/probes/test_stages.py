@@ -23,7 +23,7 @@ TH = LangevinConfig(warmup_steps=10, relax=False)
 
 def _fast_configs():
     """Every default probe with small counts (same code paths, seconds instead of minutes)."""
-    small = {"n_steps": 40, "sample_every": 2, "n_blocks": 4, "thermostat": TH}
+    small = {"n_steps": 40, "sample_every": 2, "n_blocks": 4, "thermostat": TH, "sampling": None}
     out = {}
     for name in DEFAULT_ORDER:
         cfg = PROBES[name].config()

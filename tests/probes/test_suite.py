@@ -123,8 +123,9 @@ def test_shared_trajectory_is_charged_to_its_first_consumer():
     from jaxcert.probes import ConfigTemperatureConfig, VirialConfig
 
     th = LangevinConfig(warmup_steps=10, relax=False)
-    configs = {"config_temperature": ConfigTemperatureConfig(n_steps=40, sample_every=2, n_blocks=4, thermostat=th),
-               "virial": VirialConfig(n_steps=40, n_blocks=4, thermostat=th)}
+    configs = {"config_temperature": ConfigTemperatureConfig(n_steps=40, sample_every=2, n_blocks=4, thermostat=th,
+                                                             sampling=None),
+               "virial": VirialConfig(n_steps=40, n_blocks=4, thermostat=th, sampling=None)}
     rep = jaxcert.certify(jaxcert.models.get("lj"), ["Si"], probes="config_temperature,virial", configs=configs,
                           dtype=jnp.float64)
     ct, vir = rep.probe("config_temperature"), rep.probe("virial")
@@ -144,8 +145,9 @@ def test_compiling_ahead_changes_nothing(lj):
     from jaxcert.probes import ConfigTemperatureConfig, VirialConfig
 
     th = LangevinConfig(warmup_steps=10, relax=False)
-    configs = {"config_temperature": ConfigTemperatureConfig(n_steps=40, sample_every=2, n_blocks=4, thermostat=th),
-               "virial": VirialConfig(n_steps=60, n_blocks=4, thermostat=th)}
+    configs = {"config_temperature": ConfigTemperatureConfig(n_steps=40, sample_every=2, n_blocks=4, thermostat=th,
+                                                             sampling=None),
+               "virial": VirialConfig(n_steps=60, n_blocks=4, thermostat=th, sampling=None)}
     probes = "equivariance,conservativeness,config_temperature,virial"
     runs = [jaxcert.certify(lj, ["Si", "Cu"], probes=probes, configs=configs, seed=3, dtype=jnp.float64,
                             compile_workers=w) for w in (0, 2)]

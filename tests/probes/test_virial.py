@@ -14,7 +14,7 @@ from tests.test_dynamics import clean_lj, cluster13, curl_model
 
 run = jax.jit(virial, static_argnames=("config",))
 LJ = clean_lj()
-CFG = VirialConfig(n_steps=1200)
+CFG = VirialConfig.reference(n_steps=1200)  # the reference's fixed length (ASE Langevin, 1 fs)
 
 
 def test_clean_lj_passes():
@@ -59,7 +59,8 @@ def test_shared_trajectory_is_extended_and_free():
     @jax.jit
     def shared(model, key):
         traj = dyn.langevin_trajectory(model, s, key, CFG.thermostat, 1100)
-        return virial(model, key, CFG, s, trajectory=traj), virial(model, key, VirialConfig(), s, trajectory=traj)
+        return (virial(model, key, CFG, s, trajectory=traj),
+                virial(model, key, VirialConfig.reference(), s, trajectory=traj))
 
     r1200, r1100 = shared(LJ, key)
     alone = run(LJ, key, config=CFG, substrate=s)
