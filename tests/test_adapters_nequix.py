@@ -183,7 +183,8 @@ def _compare(label: str, got, ref, ref_names: dict[str, str], tol: tuple[float, 
 
 
 def test_float32_equals_nequix_calculator(calculator):
-    model = jaxcert.Model.from_nequix(CKPT, dtype="float32", capacity=CAPACITY)
+    model = jaxcert.Model.from_nequix(CKPT, dtype="float32")  # the default graph: a flat edge list
+    assert model.edges
     assert model.name == "nequix:nequix-mp-1@float32" and model.cutoff == 6.0 and 14 in model.elements
     got = _jaxcert(model, jnp.float32)
     _compare("float32 vs calculator", got, calculator, {"Si slab": "Si slab (cell given)"}, TOL["float32"])
@@ -194,7 +195,7 @@ def test_float32_equals_nequix_calculator(calculator):
 
 
 def test_float64_equals_nequix_model_on_its_own_graph():
-    model = jaxcert.Model.from_nequix(CKPT, dtype="float64", capacity=CAPACITY)
+    model = jaxcert.Model.from_nequix(CKPT, dtype="float64", capacity=CAPACITY)  # rows of slots per atom
     assert all(x.dtype == jnp.float64 for x in jax.tree.leaves(model.params))
     _compare("float64 vs nequix model on nequix graph", _jaxcert(model, jnp.float64), _nequix_graph64(), {},
              TOL["float64"])
@@ -214,7 +215,7 @@ def test_dropping_the_image_shifts_is_caught(calculator, monkeypatch):
                                                  g.edge_vectors)), ok
 
     monkeypatch.setattr(adapters, "build_graph", without_shifts)
-    model = jaxcert.Model.from_nequix(CKPT, dtype="float32", capacity=CAPACITY)
+    model = jaxcert.Model.from_nequix(CKPT, dtype="float32")
     E = float(model.energy(jaxcert.Structure.from_ase(CASES["bulk Si"], dtype=jnp.float32)))
     E_ref = calculator["bulk Si"][0]
     MEASURED["negative control (no image shifts), bulk Si"] = {"bulk Si": {"dE": abs(E - E_ref)}}
@@ -250,7 +251,8 @@ def test_cli_spec_and_missing_file(tmp_path):
 
     assert "nequix" in models.spec_heads()
     m = load_model(f"nequix:{CKPT}@float32,capacity=128")
-    assert m.name == "nequix:nequix-mp-1@float32" and dict(m.info)["capacity"] == "128"
+    assert m.name == "nequix:nequix-mp-1@float32" and dict(m.info)["graph"] == "128 slots per atom" and not m.edges
+    assert load_model(f"nequix:{CKPT}@float32").edges  # the default: a flat edge list
     for bad, words in ((f"nequix:{tmp_path / 'none.nqx'}", "no Nequix checkpoint"), ("nequix:", "needs the path"),
                        (f"nequix:{CKPT}@float16", "unknown option")):
         with pytest.raises(inputs.InputError, match="--model") as err:

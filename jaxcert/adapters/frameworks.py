@@ -49,7 +49,7 @@ from ase.data import atomic_numbers
 
 from jaxcert.core.geometry import inv3
 from jaxcert.core.model import Model
-from jaxcert.core.neighbors import pairs, with_images
+from jaxcert.core.neighbors import EdgeListSpec, listed_edges, pairs, with_images
 from jaxcert.core.structure import MAX_Z, Structure, StructureError, UnsupportedStructure
 
 __all__ = ["Graph", "build_graph", "species_table", "jax_md_energy", "graph_energy", "flax_apply", "mlip_energy",
@@ -136,22 +136,31 @@ class Graph(NamedTuple):
 
 
 def build_graph(s: Structure, cutoff: float, species: Sequence[int | str] | None = None,
-          capacity: int | None = None) -> tuple[Graph, jax.Array]:
+                capacity: int | None = None) -> tuple[Graph, jax.Array]:
     """(graph, ok) of an unbatched, prepared structure: directed edges i ← j with |r_j + image − r_i| < cutoff.
 
-    Edges come from :func:`jaxcert.core.neighbors.pairs` (periodic images for small cells, the cell list for
-    large ones); ``capacity`` keeps the nearest slots per atom, and ``ok`` is False if an atom has more
-    neighbours than that (``docs/adapters.md`` §2).
+    A structure that carries an edge list (:class:`jaxcert.core.neighbors.EdgeListSpec`, what
+    :meth:`jaxcert.Model.prepare` gives a graph network) yields its flat edges, padded to the list's bucket
+    (receivers ascending; empty slots are masked); ``ok`` is False after an overflow.  Otherwise edges come from
+    :func:`jaxcert.core.neighbors.pairs` as rows of slots per atom, flattened; ``capacity`` then keeps the nearest
+    slots per atom and ``ok`` is False if an atom has more neighbours than that (``docs/adapters.md`` §2).
+    Masked edges hold the vector (0, 0, 2·cutoff).
     """
     if s.positions.ndim != 2:
         raise StructureError("graph takes an unbatched structure; vmap over batches")
     table, _ = species_table(species)
-    dR, j, valid, ok = _edges(s, cutoff, capacity)
-    n, m = valid.shape
     dt = s.positions.dtype
     far = jnp.asarray([0.0, 0.0, 2.0 * cutoff], dt)
-    vec = jnp.where(valid[..., None], dR, far).reshape(n * m, 3)
     spec = jnp.where(s.mask, jnp.asarray(table)[s.numbers], 0)
+    if isinstance(s.neighbor_list, EdgeListSpec):
+        e = listed_edges(s, cutoff)
+        vec = jnp.where(e.mask[:, None], jnp.stack(e.vectors, axis=-1), far)
+        g = Graph(numbers=s.numbers, species=spec, node_mask=s.mask, senders=e.senders.astype(jnp.int32),
+                  receivers=e.receivers.astype(jnp.int32), edge_vectors=vec, edge_mask=e.mask)
+        return g, e.ok
+    dR, j, valid, ok = _edges(s, cutoff, capacity)
+    n, m = valid.shape
+    vec = jnp.where(valid[..., None], dR, far).reshape(n * m, 3)
     g = Graph(numbers=s.numbers, species=spec, node_mask=s.mask, senders=j.reshape(-1).astype(jnp.int32),
               receivers=jnp.repeat(jnp.arange(n, dtype=jnp.int32), m), edge_vectors=vec,
               edge_mask=valid.reshape(-1))
@@ -472,7 +481,7 @@ def from_graph_module(apply_fn: Callable[[Any, Any], jax.Array], params: Any, *,
     _, elements = species_table(species)
     fn = graph_energy(apply_fn, float(cutoff), species, capacity)
     return Model(energy_fn=fn, params=params, name=name, cutoff=float(cutoff), elements=elements,
-               info=(("source", "graph module"), ("adapter", "docs/adapters.md §2")))
+                 info=(("source", "graph module"), ("adapter", "docs/adapters.md §2")), edges=capacity is None)
 
 def from_flax(module: Any, params: Any = None, *, cutoff: float, species: Any = None,
               capacity: int | None = None, name: str = "flax") -> Model:

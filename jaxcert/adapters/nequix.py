@@ -5,13 +5,15 @@ followed by the Equinox model's array leaves.  The installed ``nequix`` package 
 module and fills it (``nequix.model.load_model``); this module does no more than that with nequix's code
 and then evaluates the module's per-atom energy on a graph jaxcert builds itself:
 
-* edges i ← j for every pair within the cutoff, from :func:`jaxcert.core.neighbors.pairs` (every periodic
-  image, the cell list for large cells), compacted to ``capacity`` nearest slots per atom
-  (:func:`jaxcert.build_graph`); the edge vector handed to Nequix is jaxcert's pair vector
+* edges i ← j for every pair within the cutoff, as a flat edge list padded to a bucket
+  (:func:`jaxcert.core.neighbors.with_edge_list`: matscipy's O(N) neighbour list on the host at every size,
+  reused inside a Verlet skin, a larger bucket on overflow), as nequix's own calculator hands them over; with
+  ``capacity=N`` instead, rows of the N nearest slots per atom (the earlier layout, kept for comparison);
+  the edge vector handed to Nequix is jaxcert's pair vector
   r_j + n·h − r_i, the quantity nequix computes as ``positions[sender] − positions[receiver] +
   shift·cell``, so it is a smooth function of the positions R and the cell h and F = −∇_R E and
   σ = V⁻¹∂E/∂ε are exact derivatives of Nequix's energy (jaxcert's :class:`jaxcert.Model` takes them);
-* non-edges (padding slots, pairs beyond the cutoff, padding atoms) hold a vector of length 2·cutoff,
+* non-edges (empty slots, pairs beyond the cutoff, padding atoms) hold a vector of length 2·cutoff,
   where Nequix's polynomial envelope and its bias-free radial network give an exactly zero message,
   and padding atoms are left out of the energy sum, so padding is inert;
 * the species index is the position of Z in the checkpoint's sorted element list (nequix's own
@@ -41,9 +43,11 @@ from jaxcert.core.model import Model
 __all__ = ["DEFAULT_CAPACITY", "DEFAULT_MAX_BATCH", "CACHE_DIR", "NequixUnavailable", "load_nequix",
            "nequix_energy"]
 
-#: Neighbour slots per atom kept within Nequix's 6 Å cutoff (fcc Cu has 78 neighbours within 6 Å, diamond
-#: Si 46, diamond carbon about 160 and 10 % compressed diamond about 220); more turn the energy into NaN.
-DEFAULT_CAPACITY = 256
+#: Default graph layout: ``None``, a flat edge list sized from the structure
+#: (:class:`jaxcert.core.neighbors.EdgeListSpec`).
+#: An integer N keeps N neighbour slots per atom instead (fcc Cu has 78 neighbours within 6 Å, diamond Si 46,
+#: diamond carbon about 160); more turn the energy into NaN.
+DEFAULT_CAPACITY: int | None = None
 #: Geometries evaluated at once by default (:attr:`jaxcert.Model.max_batch`).
 DEFAULT_MAX_BATCH = 16
 #: Where ``nequix`` (``nequix.calculator.from_pretrained``) keeps the checkpoints it downloads.
@@ -127,8 +131,9 @@ def nequix_energy(module: Any, config: dict[str, Any], *, dtype: str | None = No
         (positions and cell cast in, the energy cast back, so derivatives flow through the casts) and the
         parameters are stored in it; ``None``: the network follows the structure's dtype (the stored float32
         weights are cast to it inside the energy).  "float64" needs JAX's x64 mode.
-      capacity: neighbour slots per atom (a static shape; more neighbours within the cutoff give NaN, never a
-        truncated sum); ``None`` keeps every candidate slot of :func:`jaxcert.core.neighbors.pairs`.
+      capacity: ``None`` (default): the flat edge list of a prepared structure (any structure not prepared for
+        edges gets every candidate slot of :func:`jaxcert.core.neighbors.pairs`); N: N neighbour slots per atom
+        (a static shape; more neighbours within the cutoff give NaN, never a truncated sum).
     """
     import equinox as eqx
 
@@ -177,9 +182,9 @@ def from_nequix(path: str | Any, dtype: str | None = None, *,
       path: the checkpoint file (nequix keeps the ones it downloads in ``~/.cache/nequix/models``).
       dtype: "float32" or "float64" to run the network in that precision whatever the structure's
         dtype, or ``None`` to follow the structure's dtype.  "float64" needs JAX's x64 mode.
-      capacity: neighbour slots per atom within the 6 Å cutoff (default
-        :data:`jaxcert.adapters.nequix.DEFAULT_CAPACITY`; more give NaN, never a truncated sum); ``None`` keeps
-        every candidate slot.
+      capacity: ``None`` (default): a flat edge list padded to a bucket, sized from each structure and
+        enlarged on overflow; N: N neighbour slots per atom within the 6 Å cutoff instead (more give NaN,
+        never a truncated sum).
       max_batch: geometries evaluated at once (default :data:`jaxcert.adapters.nequix.DEFAULT_MAX_BATCH`; ``None``:
         no limit).
       name: report label (default ``nequix:<file stem>``, plus ``@dtype`` when given).
@@ -197,12 +202,13 @@ def from_nequix(path: str | Any, dtype: str | None = None, *,
     label = name or f"nequix:{stem}" + (f"@{dtype}" if dtype else "")
     where = Path(path).expanduser().resolve()  # one file, one identity, however its path is spelled (resume)
     info = (("source", f"Nequix checkpoint {where}"), ("adapter", "docs/adapters.md §4"),
-            ("capacity", str(capacity)), ("precision", dtype or "structure dtype"),
+            ("graph", "edge list" if capacity is None else f"{capacity} slots per atom"),
+            ("precision", dtype or "structure dtype"),
             ("parameters", str(sum(int(x.size) for x in jax.tree.leaves(params)))),
             ("checkpoint", stem), ("checkpoint_file", str(where)))
     if config.get("train_path"):  # what the checkpoint itself states about its training set (model card)
         info += (("training_data", f"nequix checkpoint config train_path: {config['train_path']}"),)
     return Model(energy_fn=fn, params=params, name=label, cutoff=cutoff, elements=elements, info=info,
-               max_batch=max_batch)
+                 max_batch=max_batch, edges=capacity is None)
 
 # -------------------------------------------------------------- plumbing

@@ -36,11 +36,15 @@ from ase.data import chemical_symbols
 from jaxcert.core.geometry import det3, is_concrete
 from jaxcert.core.neighbors import (
     DENSE,
+    EDGE_SKIN,
     SPARSE_MIN_ATOMS,
     CellListSpec,
+    EdgeListSpec,
     auto_neighbors,
     check_image_memory,
     coverage,
+    ensure_edge_list,
+    image_counts,
     with_images,
 )
 from jaxcert.core.structure import Structure, StructureError, UnsupportedStructure
@@ -178,6 +182,9 @@ class Model:
       max_batch: how many geometries the model may evaluate at once (a memory budget for large
         networks); batches beyond it run as chunked loops (:mod:`jaxcert.core.batching`).  ``None``
         (default): no limit, plain ``vmap``.
+      edges: the energy takes a flat edge list (a graph network): :meth:`prepare` gives every concrete
+        structure, of any size, periodic or not, an edge list within the cutoff plus a skin, padded to a
+        bucket (:func:`jaxcert.core.neighbors.with_edge_list`) instead of rows of neighbour slots.
     """
 
     energy_fn: Callable[[Any, Structure], jax.Array]
@@ -190,6 +197,7 @@ class Model:
     info: tuple[tuple[str, str], ...] = ()
     stress_available: bool = True
     max_batch: int | None = None
+    edges: bool = False
 
     def replace(self, **changes: Any) -> Model:
         return dataclasses.replace(self, **changes)
@@ -218,6 +226,10 @@ class Model:
                 names = ", ".join(f"{chemical_symbols[z]} (Z={z})" for z in bad)
                 ok = ", ".join(chemical_symbols[z] for z in self.elements)
                 raise UnsupportedElement(f"model {self.name!r} has no parameters for {names}; it supports {ok}")
+        if self.edges:
+            return self._prepare_edges(s)
+        if isinstance(s.neighbor_list, EdgeListSpec) and is_concrete(s.positions):  # a network's list: rows instead
+            s = s.replace(neighbor_list=None, neighbor_state=None)
         need_images = s.periodic and s.images is None
         may_list = (s.neighbor_list != DENSE and s.n_atoms >= SPARSE_MIN_ATOMS and is_concrete(s.positions)
                     and is_concrete(s.numbers))
@@ -233,6 +245,20 @@ class Model:
         if counted and not isinstance(s.neighbor_list, CellListSpec):  # the dense path: its images must fit
             check_image_memory(s, rc, who=f"model {self.name!r}")  # TooManyImages (an InputError) before any work
         return s
+
+    def _prepare_edges(self, s: Structure) -> Structure:
+        """A graph network's structure: a fresh edge list for a concrete one (kept if it is still fresh), the
+        static image count of its search radius; a traced structure is returned as it is."""
+        if not (is_concrete(s.positions) and is_concrete(s.cell) and is_concrete(s.numbers)):
+            return s
+        rc = self.cutoff_for(s)
+        if rc is None:
+            return s
+        spec = s.neighbor_list
+        if s.periodic and not isinstance(spec, EdgeListSpec):  # the images of a search must fit, before any work
+            radius = float(rc) + EDGE_SKIN
+            check_image_memory(s, radius, images=image_counts(s.cell, s.pbc, radius), who=f"model {self.name!r}")
+        return ensure_edge_list(s, rc)
 
     def cutoff_for(self, s: Structure) -> float | None:
         """The cutoff in Å for ``s`` (concrete numbers needed if it depends on them)."""
@@ -352,7 +378,7 @@ jax.tree_util.register_dataclass(
     Model,
     data_fields=["params"],
     meta_fields=["energy_fn", "forces_fn", "stress_fn", "name", "cutoff", "elements", "info", "stress_available",
-                 "max_batch"],
+                 "max_batch", "edges"],
 )
 
 

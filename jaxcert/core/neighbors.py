@@ -77,7 +77,8 @@ __all__ = ["Pairs", "image_counts", "with_images", "coverage", "pairs", "neighbo
            "with_cell_list", "cell_list_fits", "dense_pairs", "listed_pairs", "auto_neighbors", "SPARSE_MIN_ATOMS",
            "DENSE", "NeighborState", "build", "is_fresh", "update", "grow", "list_ok", "rerun_on_overflow",
            "NeighborListOverflow", "GROWTH", "MAX_REGROWTHS", "TooManyImages", "check_image_memory",
-           "dense_candidates", "candidate_bytes"]
+           "dense_candidates", "candidate_bytes", "EdgeListSpec", "EdgeState", "Edges", "with_edge_list",
+           "ensure_edge_list", "build_edges", "listed_edges", "host_edges", "edge_bucket", "edge_slots", "EDGE_SKIN"]
 
 #: Relative margin on the cutoff when counting images (strain, drift of the cell).
 IMAGE_MARGIN = 0.05
@@ -243,6 +244,8 @@ def pairs(s: Structure, cutoff: float) -> Pairs:
     """
     if isinstance(s.neighbor_list, CellListSpec):
         return listed_pairs(s, cutoff)
+    if isinstance(s.neighbor_list, EdgeListSpec):  # a graph network's edge list: rows come from the dense path
+        s = s.replace(neighbor_list=None, neighbor_state=None)
     return dense_pairs(s, cutoff)
 
 
@@ -568,12 +571,15 @@ def update(s: Structure) -> Structure:
     Loops over positions (relaxations, MD, attacks) call this once per step, so the model's own calls
     find a fresh list and only gather ``capacity`` neighbours per atom.
     """
-    if not isinstance(s.neighbor_list, CellListSpec):
+    spec = s.neighbor_list
+    if not isinstance(spec, CellListSpec | EdgeListSpec):
         return s
     if s.positions.ndim != 2:
         return jax.vmap(update)(s)
     state = s.neighbor_state
-    return s.replace(neighbor_state=build(s) if state is None else _refresh(s, state))
+    if state is None:
+        return s.replace(neighbor_state=build(s) if isinstance(spec, CellListSpec) else build_edges(s))
+    return s.replace(neighbor_state=_refresh(s, state))
 
 
 def _refresh(s: Structure, state: NeighborState) -> NeighborState:
@@ -597,13 +603,16 @@ def _refresh(s: Structure, state: NeighborState) -> NeighborState:
     def rebuild(c):
         st, _, R, h, iota = c
         R, h, iota, st = jax.lax.optimization_barrier((R, h, iota, st))
-        new = build(base.replace(positions=R, cell=h), iota)
+        new = builder(base.replace(positions=R, cell=h), iota)
         # an overflow stays recorded (ok is sticky) and the rebuilds are counted
         new = new._replace(ok=new.ok & st.ok, builds=st.builds + 1)
         return new, jnp.asarray(True), R, h, iota
 
+    edges = isinstance(s.neighbor_list, EdgeListSpec)
+    builder = build_edges if edges else build
+    length = _edge_iota_length(s) if edges else _iota_length(s)
     carry = (state, jnp.asarray(False), jax.lax.stop_gradient(s.positions), jax.lax.stop_gradient(s.cell),
-             jnp.arange(_iota_length(s), dtype=jnp.int32))
+             jnp.arange(length, dtype=jnp.int32))
     return jax.lax.while_loop(stale, rebuild, carry)[0]
 
 
@@ -703,6 +712,13 @@ def grow(s: Structure, factor: float = GROWTH) -> Structure:
     :func:`with_cell_list` sizes for the current positions; same cutoff and skin, a fresh list.  A no-op on the
     dense path."""
     spec = s.neighbor_list
+    if isinstance(spec, EdgeListSpec):  # the next buckets: at least factor × the slots, cells grown alike
+        out = with_edge_list(s, spec.cutoff - spec.skin, skin=spec.skin, at_least=int(np.ceil(spec.capacity * factor)))
+        new = out.neighbor_list
+        if new.cells is not None and spec.cells == new.cells:
+            cap = max(new.cell_capacity, min(int(np.ceil(spec.cell_capacity * factor)), s.n_atoms))
+            out = out.replace(neighbor_list=dataclasses.replace(new, cell_capacity=cap))
+        return out
     if not isinstance(spec, CellListSpec):
         return s
     bigger = dataclasses.replace(spec, cell_capacity=int(np.ceil(spec.cell_capacity * factor)),
@@ -733,7 +749,8 @@ def rerun_on_overflow(run: Any, s: Structure, what: str = "the call",
       RuntimeError: still overflowing after ``max_tries`` enlargements.
     """
     result, ok = run(s)
-    if not isinstance(s.neighbor_list, CellListSpec) or not (is_concrete(s.positions) and is_concrete(s.cell)):
+    listed = isinstance(s.neighbor_list, CellListSpec | EdgeListSpec)
+    if not listed or not (is_concrete(s.positions) and is_concrete(s.cell)):
         return result, s, 0
     for k in range(max_tries + 1):
         flags = [np.asarray(x).ravel() for x in jax.tree.leaves(ok)]
@@ -745,9 +762,10 @@ def rerun_on_overflow(run: Any, s: Structure, what: str = "the call",
         old = s.neighbor_list
         s = grow(s)
         new = s.neighbor_list
+        unit = "edge slots" if isinstance(new, EdgeListSpec) else "neighbour capacity"
         warnings.warn(NeighborListOverflow(
-            f"{what}: the neighbour list overflowed in {bad} of {sum(f.size for f in flags)} runs (neighbour "
-            f"capacity {old.capacity}, cell capacity {old.cell_capacity}); rerunning with {new.capacity} and "
+            f"{what}: the neighbour list overflowed in {bad} of {sum(f.size for f in flags)} runs ({unit} "
+            f"{old.capacity}, cell capacity {old.cell_capacity}); rerunning with {new.capacity} and "
             f"{new.cell_capacity}"), stacklevel=2)
         result, ok = run(s)
     raise RuntimeError(f"{what}: the neighbour list still overflows after {max_tries} enlargements "
@@ -762,6 +780,9 @@ def auto_neighbors(s: Structure, cutoff: float, min_atoms: int | None = None) ->
     for a smaller cutoff is rebuilt), and every cell of the batch has periodic plane spacings above two search radii.
     """
     spec = s.neighbor_list
+    if isinstance(spec, EdgeListSpec) and is_concrete(s.positions):  # a graph network's list: rows choose anew
+        s = s.replace(neighbor_list=None, neighbor_state=None)
+        spec = None
     if isinstance(spec, CellListSpec):
         if spec.cutoff - spec.skin >= float(cutoff) - 1e-9 or not is_concrete(s.positions):
             return s
@@ -776,6 +797,381 @@ def auto_neighbors(s: Structure, cutoff: float, min_atoms: int | None = None) ->
         return s
     return with_cell_list(s, cutoff)
 
+# --------------------------------------------------------------------------- flat edge lists (graph networks)
+#
+# A graph network (nequix, SevenNet, a user's graph module) consumes directed edges i ← j, not rows of
+# neighbour slots.  The edge list keeps the pairs within the search radius (the model's cutoff plus a skin) as
+# flat arrays (receiver i, sender j, integer image vector n) padded to a *bucket* of edge slots, so the network
+# evaluates about as many edges as the structure has, whatever the size.  The edge vector handed to the network
+# is r_j − r_i + n·h, a smooth function of the positions R and the cell h (n is an integer held constant), so
+# forces, stress and mixed derivatives stay exact.  The list is built on the host (matscipy's O(N) C neighbour
+# list, at every size) and reused while no pair can have crossed into the cutoff (:func:`is_fresh`, the Verlet
+# criterion of the cell list); inside a compiled loop a stale list is rebuilt in place (the cell list's
+# candidates for large cells, every periodic image for small ones) and an edge count above the bucket sets
+# ``ok`` False: every output becomes NaN and the host (:func:`rerun_on_overflow`) moves to a larger bucket.
+
+#: Verlet skin (Å) of a graph network's edge list: it adds the pairs between r_c and r_c + skin (≈ 13 % more edge
+#: slots at r_c = 6 Å, all masked) and lets a list serve every geometry within skin/2 of where it was built.
+EDGE_SKIN = 0.25
+#: Bucket ladder: edge slots are ``EDGE_MIN_BUCKET · 2^(k/EDGE_BUCKETS_PER_OCTAVE)`` (rounded up to a multiple of
+#: 8), so padding is at most ≈ 9 % and a structure's list changes shape only when its edge count moves by as much.
+EDGE_BUCKETS_PER_OCTAVE = 8
+EDGE_MIN_BUCKET = 64
+#: Slots kept free above the edge count when a bucket is chosen (relative, absolute): a list rebuilt inside a
+#: compiled program at a rotated or slightly moved geometry may count a boundary pair more.
+EDGE_HEADROOM = (0.02, 8)
+
+# grow-only: the largest bucket used so far per (atom slots, pbc, search radius), so that a shape seen once
+# keeps its program (an MD run through the ASE calculator does not recompile when its edge count wobbles)
+_BUCKETS: dict[tuple, int] = {}
+
+
+def edge_bucket(count: int, at_least: int = 0) -> int:
+    """The smallest bucket of the ladder holding ``count`` edges plus the headroom, and at least ``at_least``."""
+    need = max(int(np.ceil(count * (1.0 + EDGE_HEADROOM[0]))) + EDGE_HEADROOM[1], int(at_least), EDGE_MIN_BUCKET)
+    k = max(0, int(np.floor(EDGE_BUCKETS_PER_OCTAVE * np.log2(need / EDGE_MIN_BUCKET))) - 1)
+    while True:  # the ladder's values are exactly these, so a bucket asked for again is itself
+        b = int(np.ceil(EDGE_MIN_BUCKET * 2.0 ** (k / EDGE_BUCKETS_PER_OCTAVE) / 8.0)) * 8
+        if b >= need:
+            return b
+        k += 1
+
+
+@dataclasses.dataclass(frozen=True)
+class EdgeListSpec:
+    """Static shape of a flat edge list (a hashable meta field of :class:`~jaxcert.Structure`).
+
+    Attributes:
+      cutoff: search radius in Å: the model's cutoff plus ``skin``.
+      skin: Verlet skin in Å (the freshness criterion of :class:`CellListSpec`).
+      capacity: edge slots (the bucket).
+      cells: cells per axis when a rebuild inside a compiled program takes its candidates from a cell list (large
+        cells); ``None``: every periodic image of every atom (small cells, clusters).
+      cell_capacity: atom slots per cell (with ``cells``).
+    """
+
+    cutoff: float
+    skin: float
+    capacity: int
+    cells: tuple[int, int, int] | None = None
+    cell_capacity: int = 0
+
+
+class EdgeState(NamedTuple):
+    """A stored edge list (array leaves of :class:`~jaxcert.Structure`'s ``neighbor_state``).
+
+    Attributes:
+      receivers: (E,) atom i of each edge (n = empty slot), ascending.
+      senders: (E,) atom j (n = empty slot).
+      shifts: (E, 3) integer image vector n of each edge (edge vector r_j − r_i + n·h), in the positions' dtype.
+      positions, cell, ok, builds: as :class:`NeighborState` (where and whether it was built, rebuild count).
+    """
+
+    receivers: jax.Array
+    senders: jax.Array
+    shifts: jax.Array
+    positions: jax.Array
+    cell: jax.Array
+    ok: jax.Array
+    builds: jax.Array
+
+
+def _host_frame(h: np.ndarray, pbc: tuple[bool, bool, bool], R: np.ndarray, radius: float) -> np.ndarray:
+    """A non-singular cell for matscipy (NumPy, float64): the periodic rows of ``h`` exactly, and vacuum vectors
+    normal to them, longer than the atoms' extent plus two radii, for the other axes."""
+    h = np.asarray(h, np.float64)
+    per = [a for a in range(3) if pbc[a]]
+    out = h.copy()
+    if len(per) == 3:
+        return out
+    if len(per) == 2:
+        nrm = np.cross(h[per[0]], h[per[1]])
+        dirs = [nrm / np.linalg.norm(nrm)]
+    elif len(per) == 1:
+        a = h[per[0]] / np.linalg.norm(h[per[0]])
+        trial = np.array([1.0, 0, 0]) if abs(a[0]) < 0.9 else np.array([0, 1.0, 0])
+        e1 = trial - (trial @ a) * a
+        e1 /= np.linalg.norm(e1)
+        dirs = [e1, np.cross(a, e1)]
+    else:
+        dirs = list(np.eye(3))
+    for a, d in zip([a for a in range(3) if not pbc[a]], dirs, strict=True):
+        ext = float(np.ptp(R @ d)) if len(R) else 0.0
+        out[a] = d * (ext + 2.0 * radius + 1.0)
+    return out
+
+
+def host_edges(positions: Any, cell: Any, pbc: tuple[bool, bool, bool], mask: Any, radius: float
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(receivers i, senders j, image vectors n) of every pair 0 < |r_j − r_i + n·h| < ``radius`` between real
+    atoms of one concrete structure, sorted by receiver: matscipy's O(N) C neighbour list (any size, any skew,
+    cutoffs beyond half the cell); indices are the structure's atom slots."""
+    from matscipy.neighbours import neighbour_list  # noqa: PLC0415 - host-side C neighbour list
+
+    R = np.asarray(positions, np.float64)
+    m = np.asarray(mask, bool)
+    real = np.flatnonzero(m)
+    if len(real) < 2:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 3), np.int64)
+    h = np.asarray(cell, np.float64)
+    box = _host_frame(h, pbc, R[real], radius)
+    i, j, S = neighbour_list("ijS", positions=R[real], cell=box, pbc=np.asarray(pbc), cutoff=float(radius))
+    S = np.where(np.asarray(pbc)[None, :], S, 0)
+    order = np.lexsort((j, i))
+    return real[i[order]], real[j[order]], S[order]
+
+
+def _cell_grid(R: np.ndarray, H: np.ndarray, M: np.ndarray, pbc: tuple[bool, bool, bool], rc: float,
+               slack: float) -> tuple[tuple[int, int, int], int]:
+    """(cells per axis, atom slots per cell) of a cell list serving radius ``rc`` for every member of a batch."""
+    cells = None
+    for Rb, hb, mb in zip(R, H, M, strict=True):
+        h = np.asarray(_search_frame(jnp.asarray(hb), pbc))
+        f = Rb[mb] @ np.linalg.inv(h)
+        w = np.asarray(_spacings(jnp.asarray(h)))
+        ext = np.where(pbc, w, np.ptp(f, axis=0) + 1e-6)
+        nb = tuple(int(max(1, np.floor(ext[a] / rc))) for a in range(3))
+        cells = nb if cells is None else tuple(min(x, y) for x, y in zip(cells, nb, strict=True))
+    probe = CellListSpec(cutoff=rc, cells=cells, cell_capacity=1, capacity=1)
+    cell_cap = 1
+    for Rb, hb, mb in zip(R, H, M, strict=True):
+        one = Structure(positions=jnp.asarray(Rb), numbers=jnp.zeros(len(mb), jnp.int32), cell=jnp.asarray(hb),
+                        masses=jnp.ones(len(mb)), mask=jnp.asarray(mb), pbc=pbc)
+        t, _ = _scaled(one, probe)
+        cid = np.floor(np.asarray(t)[mb]).astype(int)
+        occ = np.bincount(np.ravel_multi_index(cid.T, cells), minlength=int(np.prod(cells)))
+        cell_cap = max(cell_cap, int(occ.max()) + int((~mb).sum()))  # padding atoms all sit in cell 0
+    return cells, int(np.ceil(cell_cap * slack)) + 1
+
+
+def with_edge_list(s: Structure, cutoff: float, skin: float | None = None, at_least: int = 0) -> Structure:
+    """``s`` with an :class:`EdgeListSpec` for a graph network of cutoff ``cutoff`` (Å) and a fresh edge list,
+    built on the host (:func:`host_edges`).  The bucket is the smallest of the ladder (:func:`edge_bucket`) that
+    holds the largest edge count of the batch, at least ``at_least`` and at least any bucket this process used for
+    the same atom slots, pbc and radius (grow-only).  Periodic structures also get their static image count for
+    the search radius (rebuilds inside a compiled program enumerate those images on small cells).
+    """
+    if not (is_concrete(s.positions) and is_concrete(s.cell)):
+        raise StructureError("with_edge_list needs a concrete structure: call it outside jit")
+    skin = EDGE_SKIN if skin is None else float(skin)
+    rc = float(cutoff) + skin
+    s = s.replace(neighbor_list=None, neighbor_state=None)
+    if s.periodic:
+        s = with_images(s, rc)
+    n = s.n_atoms
+    R = np.asarray(s.positions, np.float64).reshape(-1, n, 3)
+    H = np.asarray(s.cell, np.float64).reshape(-1, 3, 3)
+    M = np.asarray(s.mask).reshape(-1, n)
+    lists = [host_edges(Rb, hb, s.pbc, mb, rc) for Rb, hb, mb in zip(R, H, M, strict=True)]
+    count = max(len(x[0]) for x in lists)
+    key = (n, s.pbc, round(rc, 6))
+    E = edge_bucket(count, max(int(at_least), _BUCKETS.get(key, 0)))
+    _BUCKETS[key] = E
+    cells, cell_cap = None, 0
+    if n >= SPARSE_MIN_ATOMS and all(cell_list_fits(h, s.pbc, rc) for h in H):
+        cells, cell_cap = _cell_grid(R, H, M, s.pbc, rc, 1.25)
+        cell_cap = min(cell_cap, n)
+    spec = EdgeListSpec(cutoff=rc, skin=skin, capacity=E, cells=cells, cell_capacity=cell_cap)
+    dt = s.positions.dtype
+    rcv = np.full((len(lists), E), n, np.int32)
+    snd = np.full((len(lists), E), n, np.int32)
+    shf = np.zeros((len(lists), E, 3), np.float64)
+    for b, (i, j, S) in enumerate(lists):
+        rcv[b, :len(i)], snd[b, :len(i)], shf[b, :len(i)] = i, j, S
+    batch = s.positions.shape[:-2]
+    state = EdgeState(receivers=jnp.asarray(rcv.reshape(*batch, E)), senders=jnp.asarray(snd.reshape(*batch, E)),
+                      shifts=jnp.asarray(shf.reshape(*batch, E, 3), dt), positions=s.positions, cell=s.cell,
+                      ok=jnp.ones(batch, bool), builds=jnp.ones(batch, jnp.int32))
+    return s.replace(neighbor_list=spec, neighbor_state=state)
+
+
+def _fresh_on_host(s: Structure) -> bool:
+    """Concrete check (NumPy) that ``s``'s stored edge list holds every pair within the model's cutoff."""
+    spec, st = s.neighbor_list, s.neighbor_state
+    n = s.n_atoms
+    R = np.asarray(s.positions, np.float64).reshape(-1, n, 3)
+    R0 = np.asarray(st.positions, np.float64).reshape(-1, n, 3)
+    H = np.asarray(s.cell, np.float64).reshape(-1, 3, 3)
+    H0 = np.asarray(st.cell, np.float64).reshape(-1, 3, 3)
+    M = np.asarray(s.mask).reshape(-1, n)
+    if not np.all(np.asarray(st.ok)):
+        return False
+    for Rb, R0b, hb, h0b, mb in zip(R, R0, H, H0, M, strict=True):
+        if s.periodic:
+            h = _host_frame(hb, s.pbc, Rb, spec.cutoff)
+            h0 = _host_frame(h0b, s.pbc, R0b, spec.cutoff)
+            F = np.linalg.solve(h0, h)
+            strain = float(np.sqrt(np.sum((F - np.eye(3)) ** 2)))
+            df = Rb @ np.linalg.inv(h) - R0b @ np.linalg.inv(h0)
+            df = df - np.round(df) * np.asarray(s.pbc)
+            u = df @ h
+        else:
+            strain, u = 0.0, Rb - R0b
+        umax = float(np.sqrt(np.max(np.where(mb, np.sum(u * u, -1), 0.0)))) if mb.any() else 0.0
+        if not 2.0 * umax + spec.cutoff * strain < spec.skin:
+            return False
+    return True
+
+
+def ensure_edge_list(s: Structure, cutoff: float, skin: float | None = None) -> Structure:
+    """``s`` unchanged if it carries an edge list for at least ``cutoff`` that is fresh (checked on the host when
+    ``s`` is concrete), else :func:`with_edge_list`.  A traced structure keeps what it carries."""
+    spec = s.neighbor_list
+    concrete = is_concrete(s.positions) and is_concrete(s.cell)
+    if isinstance(spec, EdgeListSpec) and spec.cutoff - spec.skin >= float(cutoff) - 1e-9:
+        if not concrete or (s.neighbor_state is not None and _fresh_on_host(s)):
+            return s
+    if not concrete:
+        return s
+    return with_edge_list(s, cutoff, skin=spec.skin if isinstance(spec, EdgeListSpec) and skin is None else skin)
+
+
+def _image_shifts(s: Structure) -> np.ndarray:
+    return _shift_vectors(s.images if s.periodic and s.images is not None else (0, 0, 0))
+
+
+def _edge_candidates(s: Structure, spec: EdgeListSpec, iota: jax.Array):
+    """(j (n, M), image vectors (n, M, 3), within (n, M), ok) of the candidates of a rebuild, stop-gradient."""
+    n = s.n_atoms
+    R = jax.lax.stop_gradient(s.positions)
+    h = jax.lax.stop_gradient(s.cell)
+    dt = R.dtype
+    pbc = jnp.asarray(s.pbc, dt)
+    if spec.cells is not None:
+        cspec = CellListSpec(cutoff=spec.cutoff, cells=spec.cells, cell_capacity=spec.cell_capacity, capacity=1,
+                             skin=spec.skin)
+        cand, overflow, fits = _candidates(s, cspec, iota)
+        valid = (cand < n) & (cand != iota[:n, None])
+        j = jnp.where(valid, cand, 0)
+        if s.periodic:
+            f = _rows_times(R, inv3(h))
+            shift = -jnp.round(_take(f, j) - f[:, None, :]) * pbc
+        else:
+            shift = jnp.zeros((*j.shape, 3), dt)
+        ok = fits & ~overflow
+    else:
+        shifts = jnp.asarray(_image_shifts(s), dt)  # (S, 3), zero first
+        n_s = shifts.shape[0]
+        if s.periodic:
+            f = R @ inv3(h)
+            wrap = jnp.round(f[None, :, :] - f[:, None, :]) * pbc  # (i, j, 3)
+            shift = shifts[None, None, :, :] - wrap[:, :, None, :]
+            cut = spec.cutoff
+            spacing = _spacings(h)
+            need = jnp.floor(cut / spacing + 0.5) * pbc
+            ok = jnp.all(need <= jnp.asarray(s.images if s.images is not None else (0, 0, 0), dt))
+        else:
+            shift = jnp.zeros((n, n, n_s, 3), dt)
+            ok = jnp.asarray(True)
+        self_pair = jnp.eye(n, dtype=bool)[:, :, None] & (jnp.arange(n_s) == 0)[None, None, :]
+        valid = ~self_pair
+        j = jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32)[None, :, None], (n, n, n_s)).reshape(n, n * n_s)
+        shift = shift.reshape(n, n * n_s, 3)
+        valid = valid.reshape(n, n * n_s)
+    d = _take(R, j) - R[:, None, :] + jnp.einsum("nma,ac->nmc", shift, h, precision=jax.lax.Precision.HIGHEST)
+    within = valid & (jnp.sum(d * d, -1) < spec.cutoff ** 2) & _take(s.mask, j) & s.mask[:, None]
+    return j, shift, within, ok
+
+
+def build_edges(s: Structure, iota: jax.Array | None = None) -> EdgeState:
+    """A fresh edge list of an unbatched structure with an :class:`EdgeListSpec` (jittable): candidates from
+    :func:`_edge_candidates`, compacted into the bucket in receiver order; ``ok`` False if they do not fit."""
+    spec = s.neighbor_list
+    n = s.n_atoms
+    if iota is None:
+        iota = jnp.arange(_edge_iota_length(s), dtype=jnp.int32)
+    j, shift, within, ok = _edge_candidates(s, spec, iota)
+    m = j.shape[1]
+    keep = within.reshape(-1)
+    slot = jnp.cumsum(keep.astype(jnp.int32)) - 1
+    total = jnp.sum(keep.astype(jnp.int32))
+    E = spec.capacity
+    where = jnp.where(keep, slot, E)
+    i_flat = jnp.broadcast_to(iota[:n, None], (n, m)).reshape(-1)
+    rcv = jnp.full((E,), n, jnp.int32).at[where].set(i_flat, mode="drop")
+    snd = jnp.full((E,), n, jnp.int32).at[where].set(j.reshape(-1).astype(jnp.int32), mode="drop")
+    shf = jnp.zeros((E, 3), s.positions.dtype).at[where].set(shift.reshape(-1, 3), mode="drop")
+    ok = ok & (total <= E)
+    R, h = jax.lax.stop_gradient(s.positions), jax.lax.stop_gradient(s.cell)
+    return EdgeState(receivers=rcv, senders=snd, shifts=shf, positions=R, cell=h, ok=ok,
+                     builds=jnp.asarray(1, jnp.int32))
+
+
+def _edge_iota_length(s: Structure) -> int:
+    spec = s.neighbor_list
+    if spec.cells is None:
+        return s.n_atoms
+    return max(s.n_atoms, len(_offsets(spec.cells)) * spec.cell_capacity)
+
+
+class Edges(NamedTuple):
+    """The edges of one unbatched structure as a graph network takes them.
+
+    Attributes:
+      receivers: (E,) atom i (0 on an empty slot).
+      senders: (E,) atom j (0 on an empty slot).
+      vectors: three (E,) components of r_j − r_i + n·h in Å, differentiable in positions and cell (NaN after an
+        overflow).
+      mask: (E,) True for a real edge (filled slot, real atoms, length below the cutoff asked for).
+      shifts: (E, 3) the integer image vectors n (constant; zero on empty slots).
+      ok: False after an overflow (the vectors are NaN; a model multiplies its output by NaN too).
+    """
+
+    receivers: jax.Array
+    senders: jax.Array
+    vectors: tuple[jax.Array, jax.Array, jax.Array]
+    mask: jax.Array
+    shifts: jax.Array
+    ok: jax.Array
+
+
+def listed_edges(s: Structure, cutoff: float) -> Edges:
+    """Edges within ``cutoff`` (Å) of an unbatched structure with an :class:`EdgeListSpec`: the stored list while
+    it is fresh, else one rebuilt here (only when needed, also under ``vmap``: :func:`_refresh`)."""
+    spec = s.neighbor_list
+    if s.positions.ndim != 2:
+        raise ValueError("listed_edges takes an unbatched structure; vmap over batches")
+    if is_concrete(cutoff) and float(cutoff) > spec.cutoff - spec.skin + 1e-9:
+        raise StructureError(f"the structure's edge list was built for a cutoff of {spec.cutoff - spec.skin:.4f} Å, "
+                             f"below the {float(cutoff):.4f} Å asked for; call with_edge_list again")
+    n = s.n_atoms
+    state = build_edges(s) if s.neighbor_state is None else _refresh(s, s.neighbor_state)
+    filled = state.receivers < n
+    i = jnp.where(filled, state.receivers, 0)
+    j = jnp.where(filled, state.senders, 0)
+    R, h = s.positions, s.cell
+    nan = jnp.where(state.ok, 1.0, jnp.nan).astype(R.dtype)
+    n_vec = state.shifts
+    comp = []
+    for c in range(3):
+        x = _take(R[:, c], j) - _take(R[:, c], i)
+        if s.periodic:
+            x = x + n_vec[:, 0] * h[0, c] + n_vec[:, 1] * h[1, c] + n_vec[:, 2] * h[2, c]
+        comp.append(x * nan)
+    d0 = [jax.lax.stop_gradient(x) for x in comp]
+    mask = filled & (d0[0] * d0[0] + d0[1] * d0[1] + d0[2] * d0[2] < float(cutoff) ** 2) & _take(s.mask, i) & \
+        _take(s.mask, j)
+    return Edges(receivers=i, senders=j, vectors=tuple(comp), mask=mask, shifts=jnp.where(filled[:, None], n_vec, 0.0),
+                 ok=state.ok)
+
+
+def edge_slots(model: Any, s: Structure) -> tuple[int, int]:
+    """(real directed edges within the model's cutoff, edge slots the model evaluates) for a concrete,
+    unbatched structure: the padding a graph network pays (benchmarks; the cell-list or dense path reports its
+    per-atom slots × atoms)."""
+    t = model.prepare(s)
+    rc = model.cutoff_for(t)
+    i, _, _ = host_edges(t.positions, t.cell, t.pbc, t.mask, rc)
+    spec = t.neighbor_list
+    if isinstance(spec, EdgeListSpec):
+        return len(i), int(spec.capacity)
+    if isinstance(spec, CellListSpec):
+        return len(i), int(spec.capacity) * t.n_atoms
+    return len(i), int(dense_candidates(t)[1]) if t.periodic else t.n_atoms * t.n_atoms
+
+
 # the executable store and stored host values may rebuild these types (jaxcert/core/cache.py)
 register_storable(CellListSpec, value=True)
 register_storable(NeighborState, node=True)
+register_storable(EdgeListSpec, value=True)
+register_storable(EdgeState, node=True)
