@@ -608,6 +608,8 @@ def _refresh(s: Structure, state: NeighborState) -> NeighborState:
         new = new._replace(ok=new.ok & st.ok, builds=st.builds + 1)
         return new, jnp.asarray(True), R, h, iota
 
+    dt = s.positions.dtype  # a network that runs in another precision casts the structure, and its list with it
+    state = jax.tree.map(lambda x: x.astype(dt) if jnp.issubdtype(x.dtype, jnp.floating) else x, state)
     edges = isinstance(s.neighbor_list, EdgeListSpec)
     builder = build_edges if edges else build
     length = _edge_iota_length(s) if edges else _iota_length(s)
@@ -1147,8 +1149,9 @@ def listed_edges(s: Structure, cutoff: float) -> Edges:
         x = _take(R[:, c], j) - _take(R[:, c], i)
         if s.periodic:
             x = x + n_vec[:, 0] * h[0, c] + n_vec[:, 1] * h[1, c] + n_vec[:, 2] * h[2, c]
-        comp.append(x * nan)
-    d0 = [jax.lax.stop_gradient(x) for x in comp]
+        comp.append(x)
+    d0 = [jax.lax.stop_gradient(x) for x in comp]  # the mask from the geometry; the NaN of an overflow then
+    comp = [x * nan for x in comp]  # reaches every real edge's vector and every derivative
     mask = filled & (d0[0] * d0[0] + d0[1] * d0[1] + d0[2] * d0[2] < float(cutoff) ** 2) & _take(s.mask, i) & \
         _take(s.mask, j)
     return Edges(receivers=i, senders=j, vectors=tuple(comp), mask=mask, shifts=jnp.where(filled[:, None], n_vec, 0.0),

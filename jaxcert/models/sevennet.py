@@ -28,12 +28,15 @@ the sequence of *operations* stored in the converted file, one per sevenn module
   SiLU gates multiplying the l > 0 features), ``rescale`` (per-species, or per
   modality and species, scale and shift of the atomic energy) and ``reduce`` (sum).
 
-Messages into atom i are summed over its neighbour slots (no scatter).  Neighbours come
-from :func:`jaxcert.core.neighbors.pairs` (dense images for small cells, the cell list for large
-ones); they are compacted to the ``capacity`` nearest slots per atom, chosen with the
-distances held constant under differentiation (exact derivatives); more than
-``capacity`` neighbours within the cutoff turn the energy into NaN, never a silently
-truncated sum.
+By default the edges are a flat list (receiver i, sender j, image vector) padded to a bucket
+(:class:`jaxcert.core.neighbors.EdgeListSpec`, the graph every jaxcert network takes: matscipy's
+O(N) list on the host at every size, reused inside a Verlet skin, a larger bucket on
+overflow) and messages into atom i are a segment sum over the receivers.  With
+``capacity=N`` instead, neighbours come from :func:`jaxcert.core.neighbors.pairs` (dense
+images for small cells, the cell list for large ones) compacted to the N nearest slots per
+atom and messages are summed over the slots; more than N neighbours within the cutoff
+turn the energy into NaN, never a silently truncated sum.  Either way the choice of pairs
+uses distances held constant under differentiation, so derivatives are exact.
 
 The weights are read from a torch-free ``.npz`` (arrays plus a JSON config) that
 :func:`jaxcert_bridges.convert.convert_sevennet` writes from the installed ``sevenn``
@@ -58,7 +61,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxcert.core.model import Model
-from jaxcert.core.neighbors import pairs
+from jaxcert.core.neighbors import EdgeListSpec, listed_edges, pairs
 from jaxcert.core.structure import Structure
 
 __all__ = ["sevennet", "from_spec", "load_converted", "converted_path", "weights_dir", "SevenNetUnavailable",
@@ -67,8 +70,9 @@ __all__ = ["sevennet", "from_spec", "load_converted", "converted_path", "weights
 #: Checkpoints shipped inside the sevenn wheel (converted on first use).
 SHIPPED: tuple[str, ...] = ("7net-0", "7net-0_11July2024", "7net-0_22May2024", "7net-mf-0", "7net-l3i5")
 
-#: Default neighbour slots per atom (within 5 Å: fcc metals ~42, diamond carbon 92, 10 % compressed diamond ~126).
-DEFAULT_CAPACITY = 160
+#: Default graph: ``None``, a flat edge list sized from the structure.  An integer N keeps N neighbour slots per
+#: atom instead (within 5 Å: fcc metals ~42, diamond carbon 92, 10 % compressed diamond ~126).
+DEFAULT_CAPACITY: int | None = None
 #: Geometries evaluated at once by default (:attr:`jaxcert.Model.max_batch`; docs/sevennet.md "Memory").
 DEFAULT_MAX_BATCH = 32
 
@@ -196,13 +200,20 @@ def _cutoff_fn(cfg: dict[str, Any], r: jax.Array) -> jax.Array:
 
 
 def _edges(s: Structure, cutoff: float, capacity: int | None, flip: bool = False):
-    """(dR, j, mask) of the directed edges i ← j within ``cutoff``, at most ``capacity`` slots per atom.
+    """(dR, j, mask, receivers) of the directed edges i ← j within ``cutoff``.
 
+    On a structure with an edge list: flat (E,) edges, ``receivers`` the atom i of each.  Otherwise rows
+    (n, m) of at most ``capacity`` slots per atom and ``receivers`` None (messages summed over the slots).
     dR = r_j + image − r_i (the sender j's displacement from the receiver i); slots beyond the cutoff or
     not real are masked.  Compaction keeps the nearest slots (stop-gradient distances, so derivatives are
-    exact); an atom with more than ``capacity`` neighbours within the cutoff makes dR (hence E) NaN.
-    ``flip`` reverses the edge vectors (only for the negative control in the tests).
+    exact); an atom with more than ``capacity`` neighbours within the cutoff, or an edge list that overflowed
+    its bucket, makes dR (hence E) NaN.  ``flip`` reverses the edge vectors (only for the negative control in
+    the tests).
     """
+    if isinstance(s.neighbor_list, EdgeListSpec):
+        e = listed_edges(s, cutoff)
+        dR = jnp.stack(e.vectors, axis=-1)  # NaN on every real edge after an overflow
+        return (-dR if flip else dR), e.senders, e.mask, e.receivers
     p = pairs(s, cutoff)
     dR, j = p.dR, p.j
     within = p.mask & (jax.lax.stop_gradient(p.r) < cutoff)
@@ -217,7 +228,7 @@ def _edges(s: Structure, cutoff: float, capacity: int | None, flip: bool = False
         within = jnp.take_along_axis(within, idx, axis=-1)
     if flip:
         dR = -dR
-    return dR, j, within
+    return dR, j, within, None
 
 
 # ------------------------------------------------------------------------------------------- the network
@@ -229,14 +240,14 @@ def _energy(config: dict[str, Any], params: dict[str, jax.Array], s: Structure, 
     P = {k: (v.astype(dt) if jnp.issubdtype(v.dtype, jnp.floating) else v) for k, v in params.items()}
     n = s.n_atoms
     cutoff = float(config["cutoff"])
-    dR, j, emask = _edges(s, cutoff, capacity, flip=flip)
+    dR, j, emask, rcv = _edges(s, cutoff, capacity, flip=flip)
     fmask = emask.astype(dt)
     safe = jnp.where(emask[..., None], dR, jnp.asarray([0.0, 0.0, 1.0], dt))
     r = jnp.sqrt(jnp.sum(safe * safe, axis=-1))
     data: dict[str, Any] = {"x": jnp.asarray(type_table)[s.numbers]}
     if modal_idx is not None:
         data["modal_type"] = jnp.asarray(modal_idx)
-    ctx = {"r": r, "safe": safe, "j": j, "fmask": fmask, "mask": s.mask, "n": n, "dt": dt, "w3j": w3j}
+    ctx = {"r": r, "safe": safe, "j": j, "fmask": fmask, "mask": s.mask, "n": n, "dt": dt, "w3j": w3j, "rcv": rcv}
     for op in config["ops"]:
         _run_op(op, P, data, ctx)
     return data["inferred_total_energy"]
@@ -274,7 +285,7 @@ def _run_op(op: dict[str, Any], P: dict[str, jax.Array], data: dict[str, Any], c
             del data["self_cont_tmp"]
     elif kind == "convolution":
         data[op["key_x"]] = _convolution(op, P, data[op["key_x"]], data[op["key_filter"]],
-                                         data[op["key_weight"]], j, fmask, ctx["w3j"])
+                                         data[op["key_weight"]], j, fmask, ctx["w3j"], ctx["rcv"], n)
     elif kind == "gate":
         data[op["key"]] = _gate(op, data[op["key"]])
     elif kind == "rescale":
@@ -297,8 +308,10 @@ def _run_op(op: dict[str, Any], P: dict[str, jax.Array], data: dict[str, Any], c
 
 
 def _convolution(op: dict[str, Any], P: dict[str, jax.Array], x: jax.Array, Y: jax.Array, emb: jax.Array,
-                 j: jax.Array, fmask: jax.Array, w3j: str) -> jax.Array:
-    """Σ_j Σ_paths w_e,u · path_weight · CG(x_j,u ⊗ Y_e) into each receiver i, over the denominator."""
+                 j: jax.Array, fmask: jax.Array, w3j: str, receivers: jax.Array | None = None,
+                 n: int | None = None) -> jax.Array:
+    """Σ_j Σ_paths w_e,u · path_weight · CG(x_j,u ⊗ Y_e) into each receiver i, over the denominator: a segment
+    sum over ``receivers`` for flat edges, a sum over the slots of each row otherwise."""
     dt = x.dtype
     h = emb
     for layer in op["radial"]:
@@ -324,7 +337,10 @@ def _convolution(op: dict[str, Any], P: dict[str, jax.Array], x: jax.Array, Y: j
             y = z[..., q0:q0 + d3]
             outs[io] = y if outs[io] is None else outs[io] + y
     msg = _cat([o for o in outs], lead)  # every output entry of SevenNet's convolution has its own path
-    agg = jnp.sum(msg, axis=-2)  # messages into i: sum over its neighbour slots
+    if receivers is None:
+        agg = jnp.sum(msg, axis=-2)  # messages into i: sum over its neighbour slots
+    else:
+        agg = jax.ops.segment_sum(msg, receivers, num_segments=n, indices_are_sorted=True)
     return agg / P[op["denominator"]].reshape(())
 
 
@@ -426,8 +442,9 @@ def sevennet(checkpoint: str = "7net-0", modal: str | None = None, path: str | N
       checkpoint: a checkpoint shipped in the sevenn wheel ("7net-0", "7net-mf-0", "7net-l3i5", ...).
       modal: the fidelity of a multi-fidelity model ("PBE" or "R2SCAN" for 7net-mf-0); required there.
       path: a converted ``.npz`` to load instead of the cache (``jaxcert_bridges.convert``).
-      capacity: neighbour slots per atom within the cutoff (static shape; overflow gives NaN); ``None``
-        keeps every candidate slot of :func:`jaxcert.core.neighbors.pairs`.
+      capacity: ``None`` (default): a flat edge list padded to a bucket, sized from each structure
+        (:class:`jaxcert.core.neighbors.EdgeListSpec`); N: N neighbour slots per atom within the cutoff instead
+        (static shape; overflow gives NaN).
       precision: "float32" or "float64" to evaluate the network in that precision whatever the dtype of
         the structure (inputs cast in, the energy cast back, so derivatives flow through the casts), or
         ``None`` (default) to follow the structure's dtype.  "float64" needs JAX's x64 mode.
@@ -488,7 +505,8 @@ def sevennet(checkpoint: str = "7net-0", modal: str | None = None, path: str | N
     info = (("architecture", "SevenNet (NequIP-style, e3nn-jax); docs/sevennet.md"),
             ("checkpoint", str(config["checkpoint"])), ("modal", str(modal)),
             ("source", f"{src.get('package')} {src.get('checkpoint_file')} sha256 {src.get('checkpoint_sha256')}"),
-            ("weights", path), ("capacity", str(capacity)), ("precision", str(precision or "structure dtype")),
+            ("weights", path), ("graph", "edge list" if capacity is None else f"{capacity} slots per atom"),
+            ("precision", str(precision or "structure dtype")),
             ("parameters", str(config.get("n_parameters"))))
     if w3j != "float32":  # not the shipped model: say so (and key its programs apart)
         info += (("w3j", f"{w3j}, not the shipped float32 constants"),)
@@ -497,7 +515,7 @@ def sevennet(checkpoint: str = "7net-0", modal: str | None = None, path: str | N
     name = (f"jax-sevennet-{checkpoint}" + (f"-{modal}" if modal else "") + (f"@{precision}" if precision else "")
             + ("+w3j-float64" if w3j != "float32" else ""))
     return Model(energy_fn, params=params, name=name, cutoff=float(config["cutoff"]),
-                 elements=tuple(sorted(type_map)), info=info, max_batch=max_batch)
+                 elements=tuple(sorted(type_map)), info=info, max_batch=max_batch, edges=capacity is None)
 
 
 def from_spec(args: str, options: list[str]) -> Model:
