@@ -1,10 +1,12 @@
 """What a model computes, as a digest: the executable store's key for any JAX model (:mod:`jaxcert.core.cache`).
 
 :func:`jaxcert.core.cache.fingerprint` reads a :class:`~jaxcert.Model` whose functions are all jaxcert's by
-their code (the registry models and their defect wrappers; fast, nothing traced). Any other model (a
-user's function, a Flax or Equinox module through :meth:`~jaxcert.Model.from_flax` or
-:meth:`~jaxcert.Model.from_nequix`, an mlip force field, a defect wrapper around one of these) is keyed
-here by :func:`traced_fingerprint`, on what it computes at the program's shape class:
+their code and whose closed-over values it can read (the registry models and their defect wrappers, and the
+networks jaxcert's adapters build from a checkpoint, e.g. :meth:`~jaxcert.Model.from_nequix`, whose installed
+packages' objects count by class, package versions and fields; fast, nothing traced). Any other model (a
+user's function, a Flax module of the user's through :meth:`~jaxcert.Model.from_flax`, an mlip force field, a
+defect wrapper around one of these) is keyed here by :func:`traced_fingerprint`, on what it computes at the
+program's shape class (each such trace is counted in the report's ``"compilation"`` as ``key_traces``):
 
 * **the traced program**: ``jax.make_jaxpr`` of everything a probe asks of a model, on one unbatched
   sample of the program's input structures (abstract: shapes, dtypes and static fields, no values):
@@ -38,11 +40,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import os
 import re
-import sys
-import sysconfig
 import threading
+import time
 import types
 from typing import Any
 
@@ -51,7 +51,7 @@ import jax.extend.core as jex
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert.core import cache
+from jaxcert.core import cache, compilation
 from jaxcert.core.cache import Unstorable
 from jaxcert.core.model import Model, strain
 from jaxcert.core.structure import Structure
@@ -81,7 +81,9 @@ def traced_fingerprint(model: Model, args: tuple) -> str:
         hit = _MEMO.get(memo_key)
     if hit is not None and hit[0] is model:
         return hit[1]
+    t0 = time.perf_counter()
     digest = _digest(model, sample)
+    jax.monitoring.record_event_duration_secs(compilation.KEY_TRACE, time.perf_counter() - t0)
     with _MEMO_LOCK:
         if len(_MEMO) > 256:
             _MEMO.clear()
@@ -193,42 +195,9 @@ def _feed_jaxpr(h: Any, j: Any, seen: set[int]) -> None:
 
 
 # ------------------------------------------------------------------------------------ code of the user's own
-@functools.lru_cache(maxsize=1)
-def _library_roots() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    roots = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    return tuple(sorted(os.path.realpath(r) + os.sep for r in roots if r))
-
-
-@functools.lru_cache(maxsize=4096)
-def _origin(module: str | None) -> str:
-    """"jaxcert", "library" (installed: site-packages or the standard library) or "user" for a module name."""
-    if cache._is_jaxcert_module(module):
-        return "jaxcert"
-    if not module or module == "__main__":
-        return "user"
-    if module.split(".")[0] in sys.builtin_module_names:
-        return "library"
-    mod = sys.modules.get(module) or sys.modules.get(module.split(".")[0])
-    path = getattr(mod, "__file__", None)
-    if not path:
-        return "user"
-    real = os.path.realpath(path)
-    in_lib = any(real.startswith(r) for r in _library_roots())
-    return "library" if in_lib or "site-packages" in real or "dist-packages" in real else "user"
-
-
-def _version(top: str) -> str:
-    mod = sys.modules.get(top)
-    v = getattr(mod, "__version__", None)
-    if v is None:
-        from importlib import metadata
-
-        try:
-            v = metadata.version(top)
-        except Exception:  # noqa: BLE001 - no distribution of that name
-            v = "?"
-    return f"{top}={v}"
+#: where a module's code comes from and an installed package's version (shared with the reading fingerprint)
+_origin = cache._origin
+_version = cache._version
 
 
 def _code_digest(model: Model) -> str:

@@ -12,12 +12,16 @@ both), both switched on by :func:`enable_compilation_cache` (the CLI does this):
   programs that stack and pad the substrates (docs/architecture.md §4.3).
 * **The executable store** (``<dir>/exec``) keys a probe program on *what it computes* instead:
   the probe and its config, the model (:func:`fingerprint`: its functions' code and closed-over
-  values, its parameters, its static fields), the input shapes and dtypes, the jaxcert source
-  and the JAX/XLA/CPU environment. A hit deserialises the executable without tracing or
-  lowering anything. A model whose functions are all jaxcert's own (the registry models and their
-  defect wrappers) is read by its code, nothing traced. Any other JAX model (a user's function, a Flax
-  or Equinox module, an mlip force field, nequix) is keyed by what it computes at the program's shape
-  class (:mod:`jaxcert.core._model_key`: the jaxpr of its energy, forces, stress and their JVPs on one
+  values, its parameters, its static fields), the input shapes and dtypes, the jaxcert source (with
+  the versions of the packages it imports), the JAX settings that change a trace and the JAX/XLA/CPU
+  environment. A hit deserialises the executable without tracing or lowering anything. A model whose
+  functions are all jaxcert's own is read by its code, nothing traced: the registry models, their
+  defect wrappers, and the networks jaxcert's adapters build from a checkpoint
+  (:meth:`~jaxcert.Model.from_nequix`: jaxcert's energy closing over the checkpoint's configuration and
+  the network's Equinox skeleton, whose installed-package objects count by class, package versions and
+  fields; :func:`fingerprint`). Any other JAX model (a user's function, a Flax module of the user's, an
+  mlip force field) is keyed by what it computes at the program's shape class
+  (:mod:`jaxcert.core._model_key`: the jaxpr of its energy, forces, stress and their JVPs on one
   abstract sample, every constant in it, its parameters by value, its static fields, the user's own code
   and the versions of the packages it calls), traced once per model and shape class in a process. A
   model with a host callback (the torch and ASE bridges) is not stored: the host code is invisible to
@@ -58,6 +62,7 @@ import os
 import pathlib
 import pickle
 import platform
+import re
 import stat
 import sys
 import tempfile
@@ -74,7 +79,7 @@ __all__ = ["register_storable", "register_traced", "enable_compilation_cache", "
            "ExecutableStore", "executable_store", "fingerprint", "Unstorable", "stored"]
 
 #: bump when the stored format or the key recipe changes (the versions so far: docs/architecture.md, "History")
-STORE_FORMAT = 3
+STORE_FORMAT = 4
 
 #: the subfolders of the cache folder: JAX's persistent cache, stored host results, the executable store
 SUBFOLDERS = ("xla", "host", "exec")
@@ -258,21 +263,44 @@ _SCALARS = (type(None), bool, int, float, complex, str, bytes)
 def fingerprint(obj: Any, at: tuple | None = None) -> str:
     """A digest of what ``obj`` computes, for keys of the executable store.
 
-    Covers plain values, containers, numpy/JAX arrays (their bytes), dtypes, enums, jaxcert's dataclasses
-    (type and fields, so a :class:`~jaxcert.Model`'s functions, parameters and static fields),
-    ``functools.partial`` and functions defined in jaxcert modules: their code objects, default
-    arguments and closed-over values, recursively. Code a function calls through module globals is
-    covered by the jaxcert source digest that every key also carries (:func:`_source_digest`).
+    Covers plain values, containers, numpy/JAX arrays (their bytes), dtypes, enums, slices, jaxcert's
+    dataclasses (type and fields, so a :class:`~jaxcert.Model`'s functions, parameters and static fields),
+    ``functools.partial`` and functions defined in jaxcert modules: their code objects, default arguments and
+    closed-over values, recursively. Code a function calls through module globals is covered by the jaxcert
+    source digest that every key also carries (:func:`_source_digest`, with the versions of the packages
+    jaxcert's source imports).
 
-    An instance of a type registered with :func:`register_traced` (a :class:`~jaxcert.Model`) whose
-    functions are not all jaxcert's is fingerprinted by tracing it at the program inputs ``at``
+    Objects of **installed packages** (site-packages or the standard library: :func:`_origin`) count by their
+    package's version and the versions of what that package requires (:func:`_package_versions`), plus their
+    state: a module by its name, a class by its name, a function by its name, defaults and closed-over values,
+    any other object (an Equinox module skeleton, an e3nn-jax ``Irreps``) by its class, its dataclass fields,
+    ``__dict__`` and ``__slots__`` values, recursively. Only classes written in Python are read this way (an
+    extension type's state is invisible: :class:`Unstorable`). This is how a network that a jaxcert adapter
+    builds from a checkpoint (:meth:`~jaxcert.Model.from_nequix`) is keyed without tracing it: its energy is
+    jaxcert's code closing over the checkpoint's configuration and the network's static skeleton, its
+    parameters are read by value. Anything of the user's own (a function, a class, a module outside jaxcert
+    and the installed packages), met anywhere in that walk, raises :class:`Unstorable`.
+
+    An instance of a type registered with :func:`register_traced` (a :class:`~jaxcert.Model`) that cannot be
+    read that way (its energy is a user's function) is fingerprinted by tracing it at the program inputs ``at``
     (:mod:`jaxcert.core._model_key`); without ``at``, or when that fails, it raises :class:`Unstorable`, as
-    does anything else (a function from another package, an arbitrary object).
+    does anything else (an arbitrary object of the user's).
     """
     h = hashlib.sha256()
-    _feed(h, obj, set(), at)
+    outer = (getattr(_WALK, "budget", None), getattr(_WALK, "memo", None))  # a trace inside a walk fingerprints too
+    _WALK.budget, _WALK.memo = _OBJECT_BUDGET, {}
+    try:
+        _feed(h, obj, set(), at)
+    except RecursionError as err:
+        raise Unstorable("too deeply nested to fingerprint") from err
+    finally:
+        _WALK.budget, _WALK.memo = outer
     return h.hexdigest()
 
+
+#: at most this many objects of installed packages are read per fingerprint (then it is :class:`Unstorable`)
+_OBJECT_BUDGET = 200_000
+_WALK = threading.local()
 
 #: type -> fingerprint(obj, program inputs) by tracing, for instances whose code jaxcert cannot read
 _TRACED: dict[type, Any] = {}
@@ -291,6 +319,10 @@ def _put(h: Any, tag: str, payload: bytes | str = b"") -> None:
     h.update(tag.encode() + b":" + str(len(payload)).encode() + b":" + payload)
 
 
+#: builtin classes an object of an installed package may derive from (their state is its items)
+_BUILTIN_BASES = (object, tuple, list, dict)
+
+
 def _feed(h: Any, x: Any, seen: set[int], at: tuple | None = None) -> None:
     def put(tag: str, payload: bytes | str = b"") -> None:
         _put(h, tag, payload)
@@ -302,31 +334,44 @@ def _feed(h: Any, x: Any, seen: set[int], at: tuple | None = None) -> None:
     elif isinstance(x, (np.dtype, np.generic)):
         put("np", f"{type(x).__name__}:{x!r}")
     elif isinstance(x, type):
-        put("type", f"{x.__module__}.{x.__qualname__}")
+        put("type", f"{x.__module__}.{x.__qualname__}{_versions_of(x.__module__, f'class {x.__qualname__}')}")
     elif isinstance(x, (tuple, list)):
-        put(type(x).__name__, str(len(x)))
+        if type(x) not in (tuple, list):  # a NamedTuple, an e3nn-jax Irreps: its class counts too
+            put("class", f"{type(x).__module__}.{type(x).__qualname__}{_versions_of(type(x).__module__)}")
+        put(type(x).__name__ if type(x) in (tuple, list) else "tuple-like", str(len(x)))
         for v in x:
             _feed(h, v, seen, at)
     elif isinstance(x, dict):
+        if type(x) is not dict:
+            put("class", f"{type(x).__module__}.{type(x).__qualname__}{_versions_of(type(x).__module__)}")
         put("dict", str(len(x)))
         for k in sorted(x, key=repr):
             _feed(h, k, seen, at)
             _feed(h, x[k], seen, at)
+    elif isinstance(x, slice):
+        put("slice")
+        _feed(h, (x.start, x.stop, x.step), seen, at)
     elif isinstance(x, functools.partial):
         put("partial")
         _feed(h, (x.func, x.args, x.keywords), seen, at)
     elif isinstance(x, types.MethodType):
         put("method")
         _feed(h, (x.__func__, x.__self__), seen, at)
+    elif isinstance(x, types.ModuleType):
+        put("module", f"{x.__name__}{_versions_of(x.__name__, f'module {x.__name__}')}")
     elif isinstance(x, types.FunctionType):
         if id(x) in seen:
             put("fn-cycle", x.__qualname__)
             return
         seen.add(id(x))
-        if not _is_jaxcert_module(x.__module__):
+        origin = _origin(x.__module__)
+        if origin == "user":
             raise Unstorable(f"function {x.__module__}.{x.__qualname__} is not jaxcert's")
         put("fn", f"{x.__module__}.{x.__qualname__}")
-        _feed_code(h, x.__code__)
+        if origin == "jaxcert":
+            _feed_code(h, x.__code__)
+        else:  # an installed package's function: its code counts by the package's version
+            put("versions", _versions_of(x.__module__))
         _feed(h, (x.__defaults__, x.__kwdefaults__), seen, at)
         _feed(h, tuple(c.cell_contents if _cell_set(c) else "<empty cell>" for c in (x.__closure__ or ())), seen, at)
     elif isinstance(x, types.BuiltinFunctionType) or type(x).__name__ in ("ufunc", "PjitFunction"):
@@ -334,13 +379,12 @@ def _feed(h: Any, x: Any, seen: set[int], at: tuple | None = None) -> None:
         if name.split(".")[0] not in ("jax", "jaxlib", "numpy", "math", "builtins", "operator", "jaxcert"):
             raise Unstorable(f"callable {name} is not JAX's, numpy's or jaxcert's")
         put("builtin", name)
-    elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+    elif dataclasses.is_dataclass(x) and not isinstance(x, type) and (
+            _is_jaxcert_module(type(x).__module__) or any(isinstance(x, cls) for cls in _TRACED)):
         traced = next((fn for cls, fn in _TRACED.items() if isinstance(x, cls)), None)
         if traced is not None:  # read its code if it is all jaxcert's (fast), else trace it at the inputs
-            sub = hashlib.sha256()
             try:
-                _feed_dataclass(sub, x, set(seen), at)
-                put("read", sub.hexdigest())
+                put("read", _read_digest(x, seen, at))
             except Unstorable:
                 if at is None:
                     raise
@@ -357,10 +401,104 @@ def _feed(h: Any, x: Any, seen: set[int], at: tuple | None = None) -> None:
             a = np.asarray(x)
         except Exception as err:  # noqa: BLE001 - a tracer or a key array: not a constant we can key on
             raise Unstorable(f"array of type {type(x).__name__} cannot be read") from err
+        if a.dtype.hasobject:
+            raise Unstorable("an object array cannot be keyed")
         put("array", f"{a.dtype.str}{a.shape}")
         h.update(np.ascontiguousarray(a).tobytes())
     else:
-        raise Unstorable(f"cannot fingerprint a {type(x).__module__}.{type(x).__qualname__}")
+        _feed_object(h, x, seen, at)
+
+
+#: id(model) -> (model, digest) of the models read (not traced) by :func:`fingerprint` in this process; the model
+#: is held so its id stays unique. Like the traced digest (:mod:`jaxcert.core._model_key`) and the suite's
+#: programs, it is made once per model object: a model's parameters are not changed in place.
+_READ_MEMO: dict[int, tuple[Any, str]] = {}
+_READ_LOCK = threading.Lock()
+
+
+def _read_digest(x: Any, seen: set[int], at: tuple | None) -> str:
+    """The digest of a model (an instance of a :func:`register_traced` type) read field by field, once per
+    model object in a process; :class:`Unstorable` when some part of it cannot be read."""
+    with _READ_LOCK:
+        hit = _READ_MEMO.get(id(x))
+    if hit is not None and hit[0] is x:
+        return hit[1]
+    sub = hashlib.sha256()
+    _feed_dataclass(sub, x, set(seen), at)
+    digest = sub.hexdigest()
+    with _READ_LOCK:
+        if len(_READ_MEMO) > 256:
+            _READ_MEMO.clear()
+        _READ_MEMO[id(x)] = (x, digest)
+    return digest
+
+
+def _feed_object(h: Any, x: Any, seen: set[int], at: tuple | None) -> None:
+    """An object of an installed package by its class (and that package's versions) and its state: dataclass
+    fields, ``__dict__`` and ``__slots__`` values. :class:`Unstorable` for an object of the user's or of jaxcert
+    (jaxcert's own values are dataclasses), and for a class written in C (its state cannot be read).
+
+    Within one :func:`fingerprint` an object met again (a shared ``Irrep``) reuses its digest."""
+    cls = type(x)
+    label, slots = _object_class(cls)
+    memo = getattr(_WALK, "memo", None)
+    hit = memo.get(id(x)) if memo is not None else None
+    if hit is not None and hit[0] is x:
+        _put(h, "object", hit[1])
+        return
+    if id(x) in seen:  # an object that contains itself
+        _put(h, "object-cycle", label)
+        return
+    _WALK.budget = getattr(_WALK, "budget", _OBJECT_BUDGET) - 1
+    if _WALK.budget < 0:
+        raise Unstorable("too many objects to fingerprint")
+    state: dict[str, Any] = {}
+    if dataclasses.is_dataclass(x):
+        for f in dataclasses.fields(x):
+            if hasattr(x, f.name):
+                state[f.name] = getattr(x, f.name)
+    d = getattr(x, "__dict__", None)
+    if isinstance(d, dict):
+        for k, v in d.items():
+            state.setdefault(k, v)
+    for s in slots:
+        if s not in state and hasattr(x, s):
+            state[s] = getattr(x, s)
+    sub = hashlib.sha256()
+    _put(sub, "object", label)
+    seen.add(id(x))  # as an ancestor only: equal objects shared or copied give the same digest
+    try:
+        _put(sub, "state", str(len(state)))
+        for k in sorted(state):
+            _put(sub, "attr", k)
+            _feed(sub, state[k], seen, at)
+    finally:
+        seen.discard(id(x))
+    digest = sub.hexdigest()
+    if memo is not None:
+        memo[id(x)] = (x, digest)
+    _put(h, "object", digest)
+
+
+@functools.lru_cache(maxsize=1024)
+def _object_class(cls: type) -> tuple[str, tuple[str, ...]]:
+    """(name with its package's versions, ``__slots__`` names) of an installed package's class written in Python;
+    :class:`Unstorable` for any other (a class of the user's or jaxcert's in its bases, an extension type)."""
+    for c in cls.__mro__:
+        if c in _BUILTIN_BASES:
+            continue
+        if _origin(c.__module__) != "library":
+            raise Unstorable(f"cannot fingerprint a {cls.__module__}.{cls.__qualname__} "
+                             f"({c.__module__}.{c.__qualname__} is not an installed package's class)")
+        if not _written_in_python(c):
+            raise Unstorable(f"cannot fingerprint a {cls.__module__}.{cls.__qualname__}: its state is not Python's")
+    slots: list[str] = []
+    for c in cls.__mro__:
+        names = vars(c).get("__slots__", ())
+        for s in (names,) if isinstance(names, str) else names:
+            if isinstance(s, str) and s not in ("__dict__", "__weakref__") and s not in slots:
+                slots.append(s)
+    return f"{cls.__module__}.{cls.__qualname__}{_versions_of(cls.__module__)}", tuple(slots)
 
 
 def _feed_dataclass(h: Any, x: Any, seen: set[int], at: tuple | None) -> None:
@@ -373,6 +511,99 @@ def _feed_dataclass(h: Any, x: Any, seen: set[int], at: tuple | None) -> None:
     for f in dataclasses.fields(x):
         _put(h, "field", f.name)
         _feed(h, getattr(x, f.name), seen, at)
+
+
+# ----------------------------------------------------------------------------- where code comes from, versions
+@functools.lru_cache(maxsize=1)
+def _library_roots() -> tuple[str, ...]:
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    roots = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return tuple(sorted(os.path.realpath(r) + os.sep for r in roots if r))
+
+
+@functools.lru_cache(maxsize=4096)
+def _origin(module: str | None) -> str:
+    """"jaxcert", "library" (installed: site-packages or the standard library) or "user" for a module name."""
+    if _is_jaxcert_module(module):
+        return "jaxcert"
+    if not module or module == "__main__":
+        return "user"
+    if module == "builtins" or module.split(".")[0] in sys.builtin_module_names:
+        return "library"
+    mod = sys.modules.get(module) or sys.modules.get(module.split(".")[0])
+    path = getattr(mod, "__file__", None)
+    if not path:
+        return "user"
+    real = os.path.realpath(path)
+    in_lib = any(real.startswith(r) for r in _library_roots())
+    return "library" if in_lib or "site-packages" in real or "dist-packages" in real else "user"
+
+
+def _written_in_python(cls: type) -> bool:
+    """Whether ``cls`` is defined in a ``.py`` module (an extension type's instance state is not readable)."""
+    mod = sys.modules.get(cls.__module__)
+    return str(getattr(mod, "__file__", "") or "").endswith(".py")
+
+
+def _version(top: str) -> str:
+    """``top=<version>`` of an imported top-level module (its ``__version__``, else its distribution's)."""
+    mod = sys.modules.get(top)
+    v = getattr(mod, "__version__", None)
+    if v is None:
+        from importlib import metadata
+
+        try:
+            v = metadata.version(top)
+        except Exception:  # noqa: BLE001 - no distribution of that name
+            v = "?"
+    return f"{top}={v}"
+
+
+def _versions_of(module: str | None, what: str = "") -> str:
+    """"" for jaxcert's code (the source digest covers it), ``@<versions>`` for an installed package's
+    (:func:`_package_versions`); :class:`Unstorable` for the user's own ``what``."""
+    origin = _origin(module)
+    if origin == "jaxcert":
+        return ""
+    if origin == "user":
+        raise Unstorable(f"{what or module} is the user's own code, not jaxcert's or an installed package's")
+    return "@" + _package_versions((module or "?").split(".")[0])
+
+
+@functools.lru_cache(maxsize=256)
+def _package_versions(top: str) -> str:
+    """The versions an installed package's code is keyed by: its distribution's and, transitively, those of
+    the distributions it requires (extras left out), as ``name=version`` sorted; Python's version for the
+    standard library. A package found by no distribution counts by its ``__version__``."""
+    from importlib import metadata
+
+    if top == "builtins" or top in sys.stdlib_module_names:
+        return f"python={sys.version.split()[0]}"
+    found: dict[str, str] = {}
+
+    def walk(name: str) -> None:
+        key = name.replace("_", "-").replace(".", "-").lower()
+        if key in found:
+            return
+        try:
+            dist = metadata.distribution(name)
+        except Exception:  # noqa: BLE001 - not installed (a requirement behind a platform marker)
+            return
+        found[key] = dist.version or "?"
+        for req in dist.requires or ():
+            spec, _, marker = req.partition(";")
+            if "extra" in marker:
+                continue
+            m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", spec)
+            if m:
+                walk(m.group(1))
+
+    walk(top)
+    if not found:
+        return _version(top)
+    return ",".join(f"{k}={v}" for k, v in sorted(found.items()))
 
 
 def _is_jaxcert_module(name: str | None) -> bool:
@@ -401,13 +632,37 @@ def _feed_code(h: Any, code: types.CodeType) -> None:
 
 @functools.lru_cache(maxsize=1)
 def _source_digest() -> str:
-    """Digest of every ``.py`` file of the installed jaxcert package (a changed jaxcert misses)."""
-    root = pathlib.Path(__file__).resolve().parent
+    """Digest of every ``.py`` file of the installed jaxcert package (a changed jaxcert misses) and of the
+    versions of the installed packages its source imports (:func:`_imported_versions`: jaxcert's code calls
+    e3nn-jax, equinox, ... through its own module globals and function-level imports)."""
+    root = pathlib.Path(__file__).resolve().parents[1]  # the jaxcert package (this file is jaxcert/core/cache.py)
     h = hashlib.sha256()
+    imported: set[str] = set()
     for p in sorted(root.rglob("*.py")):
+        text = p.read_bytes()
         h.update(str(p.relative_to(root)).encode())
-        h.update(p.read_bytes())
+        h.update(text)
+        imported.update(_IMPORT.findall(text.decode("utf-8", "replace")))
+    h.update(_imported_versions(frozenset(imported)).encode())
     return h.hexdigest()
+
+
+#: the top-level name of ``import x.y`` / ``from x.y import z`` at the start of a line (any indentation)
+_IMPORT = re.compile(r"^[ \t]*(?:from|import)[ \t]+([A-Za-z_]\w*)", re.M)
+
+
+def _imported_versions(names: frozenset[str]) -> str:
+    """``name=version`` of each top-level module in ``names`` that an installed distribution provides (the
+    standard library, jaxcert and modules found by no distribution are left out), sorted."""
+    from importlib import metadata
+
+    out = []
+    for name in sorted(names - set(sys.stdlib_module_names) - {"jaxcert", "__future__"}):
+        try:
+            out.append(f"{name}={metadata.distribution(name).version}")
+        except Exception:  # noqa: BLE001 - not installed, or a module whose distribution has another name
+            continue
+    return ",".join(out)
 
 
 @functools.lru_cache(maxsize=1)
@@ -429,6 +684,25 @@ def _environment_digest() -> str:
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 
+#: JAX settings read while a program is traced that change the program (the default matmul precision: nequix
+#: sets it when imported; dtype promotion; the PRNG implementation)
+_TRACE_SETTINGS = ("jax_enable_x64", "jax_default_matmul_precision", "jax_numpy_dtype_promotion",
+                   "jax_default_prng_impl", "jax_threefry_partitionable")
+
+
+def _trace_config() -> str:
+    """The current values of :data:`_TRACE_SETTINGS` (read at every key: they may change within a process)."""
+    import jax
+
+    values = []
+    for name in _TRACE_SETTINGS:
+        try:
+            values.append(f"{name}={getattr(jax.config, name)!r}")
+        except Exception:  # noqa: BLE001 - a setting this JAX does not have
+            values.append(f"{name}=-")
+    return ",".join(values)
+
+
 @functools.lru_cache(maxsize=1)
 def _initialise_runtime() -> None:
     """Set up what jaxlib sets up lazily while lowering, before a stored executable can run.
@@ -440,7 +714,7 @@ def _initialise_runtime() -> None:
     import jax
     import jax.numpy as jnp
 
-    jax.jit(jnp.linalg.eigh).lower(jnp.eye(2))
+    jax.jit(jnp.linalg.eigh).lower(np.eye(2, dtype=np.float32))  # a numpy input: nothing eager is compiled
 
 
 #: every global that JAX's serialised executable may name (jaxlib 0.10: collected from the suite's programs);
@@ -766,7 +1040,7 @@ class ExecutableStore:
         except Unstorable:
             return None
         sig = repr((tree, tuple((tuple(x.shape), str(x.dtype)) for x in leaves)))
-        h = hashlib.sha256("|".join((ident, sig, _source_digest(), _environment_digest())).encode())
+        h = hashlib.sha256("|".join((ident, sig, _source_digest(), _environment_digest(), _trace_config())).encode())
         return h.hexdigest()
 
     def _file(self, key: str) -> pathlib.Path:

@@ -6,15 +6,18 @@ user's wall time is made of on a cold start. Every certification report carries 
 cold run and a warm one can be told apart from the report alone::
 
     {"traces": 41, "trace_s": 3.2, "lowerings": 41, "lower_s": 5.0, "compiles": 12, "compile_s": 48.1,
-     "persistent_cache_hits": 0, "store_loads": 29}
+     "persistent_cache_hits": 0, "store_loads": 29, "key_traces": 0, "key_trace_s": 0.0}
 
 The counts come from ``jax.monitoring``: JAX records a duration event for every trace of a Python function
 to a jaxpr (``/jax/core/compile/jaxpr_trace_duration``), every lowering of a jaxpr to an MLIR module
 (``.../jaxpr_to_mlir_module_duration``) and every XLA backend compilation
 (``.../backend_compile_duration``), and an event for every hit of its persistent compilation cache; jaxcert
 records one for every executable its own store (:mod:`jaxcert.core.cache`) loads without tracing
-(:data:`STORE_LOAD`).  Seconds are summed over threads (the suite compiles ahead on worker threads while
-earlier probes run), so ``compile_s`` can exceed the wall time it overlapped.  The listeners are
+(:data:`STORE_LOAD`), and one, with its seconds, for every model it had to trace only to find a program's key in
+that store (:data:`KEY_TRACE`: a model whose computation cannot be read, e.g. a user's own energy function, once
+per shape class; ``key_traces`` is 0 for jaxcert's models and the networks its adapters build from checkpoints;
+those traces are also among ``traces``).  Seconds are summed over threads (the suite compiles ahead on worker
+threads while earlier probes run), so ``compile_s`` can exceed the wall time it overlapped.  The listeners are
 process-wide: two certifications running at once in one process (threads) would count each other's
 programs; the board's Dask workers are processes of their own.
 """
@@ -25,19 +28,23 @@ import functools
 import threading
 from typing import Any
 
-__all__ = ["STORE_LOAD", "listen", "snapshot", "since"]
+__all__ = ["KEY_TRACE", "STORE_LOAD", "listen", "snapshot", "since"]
 
 #: the event jaxcert records when its executable store loads a compiled program (no trace, no compile)
 STORE_LOAD = "/jaxcert/executable_store/load"
+#: the duration event jaxcert records when it traces a model to key a program in its store
+#: (:func:`jaxcert.core._model_key.traced_fingerprint`)
+KEY_TRACE = "/jaxcert/executable_store/key_trace"
 
 _DURATIONS = {
     "/jax/core/compile/jaxpr_trace_duration": ("traces", "trace_s"),
     "/jax/core/compile/jaxpr_to_mlir_module_duration": ("lowerings", "lower_s"),
     "/jax/core/compile/backend_compile_duration": ("compiles", "compile_s"),
+    KEY_TRACE: ("key_traces", "key_trace_s"),
 }
 _EVENTS = {"/jax/compilation_cache/cache_hits": "persistent_cache_hits", STORE_LOAD: "store_loads"}
 _KEYS = ("traces", "trace_s", "lowerings", "lower_s", "compiles", "compile_s", "persistent_cache_hits",
-         "store_loads")
+         "store_loads", "key_traces", "key_trace_s")
 
 _LOCK = threading.Lock()
 _TOTALS: dict[str, float] = dict.fromkeys(_KEYS, 0)
