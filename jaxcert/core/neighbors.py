@@ -812,9 +812,10 @@ def auto_neighbors(s: Structure, cutoff: float, min_atoms: int | None = None) ->
 # candidates for large cells, every periodic image for small ones) and an edge count above the bucket sets
 # ``ok`` False: every output becomes NaN and the host (:func:`rerun_on_overflow`) moves to a larger bucket.
 
-#: Verlet skin (Å) of a graph network's edge list: it adds the pairs between r_c and r_c + skin (≈ 13 % more edge
-#: slots at r_c = 6 Å, all masked) and lets a list serve every geometry within skin/2 of where it was built.
-EDGE_SKIN = 0.25
+#: Verlet skin (Å) of a graph network's edge list: it adds the pairs between r_c and r_c + skin (≈ 5 % more edge
+#: slots at r_c = 6 Å, all masked, which the network pays for at every call) and lets a list serve every geometry
+#: within skin/2 of where it was built (a probe's finite steps and strains; a loop rebuilds it in place beyond).
+EDGE_SKIN = 0.1
 #: Bucket ladder: edge slots are ``EDGE_MIN_BUCKET · 2^(k/EDGE_BUCKETS_PER_OCTAVE)`` (rounded up to a multiple of
 #: 8), so padding is at most ≈ 9 % and a structure's list changes shape only when its edge count moves by as much.
 EDGE_BUCKETS_PER_OCTAVE = 8
