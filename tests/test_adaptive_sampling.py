@@ -10,7 +10,6 @@
 
 import dataclasses
 import functools
-import json
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +23,8 @@ from jaxcert.models.lj import lennard_jones
 from jaxcert.optim import dynamics as dyn
 from jaxcert.probes import ConfigTemperatureConfig, EquipartitionConfig, VirialConfig, config_temperature, substrates
 from jaxcert.probes import _statmech as sm
+from jaxcert.report import compare
+from jaxcert.report.html import render_report
 from tests.test_dynamics import anchored_harmonic, clean_lj, cluster13, curl_model
 
 T = 30.0
@@ -223,9 +224,9 @@ def test_curl_model_still_fails_config_temperature():
     assert abs(float(d["ratio"]) - 1.0) > 10 * float(d["defect_stderr"])
 
 
-def test_suite_shares_one_run_and_reports_it():
+def test_suite_shares_one_run_and_reports_it(tmp_path):
     """In the suite the three probes share one run to a precision per element: virial and equipartition are free,
-    the report carries the target, the steps run and the stop, and it is strict JSON."""
+    the report carries the target, the steps run and the stop, and it is a report the board reads."""
     lj = jaxcert.models.get("lj")
     rep = jaxcert.certify(lj, ["Si", "C"], probes="config_temperature,equipartition,virial", seed=1,
                           dtype=jnp.float64, card=False)
@@ -239,7 +240,15 @@ def test_suite_shares_one_run_and_reports_it():
             assert d["se_target"] == 0.05 and isinstance(d["stopped_by_target"], bool)
             if d["stopped_by_target"]:
                 assert d["defect_stderr"] <= d["se_target"]
-    json.loads(rep.to_json())
+    path = tmp_path / "r.json"
+    path.write_text(rep.to_json())
+    assert compare.load(path).kind == "report"
+    assert "T_conf/T_kin" in render_report(rep)  # the per-frame plot skips the frames past the stop (NaN)
+    # a committed fixed-length report (no target in its details) still loads and reads as before
+    old = compare.load("benchmarks/results/board/lj.json")
+    ct_old = next(p for p in old.data["probes"] if p["name"] == "config_temperature")
+    d_old = next(iter(ct_old["per_element"].values()))["details"]
+    assert "se_target" not in d_old and d_old["trajectory"]["n_steps"] == 1100 and d_old["defect_stderr"] > 0
 
 
 def test_reference_config_is_the_fixed_length_ase_run():
