@@ -194,3 +194,26 @@ def test_edge_slots_reports_the_padding():
     assert 0 < real <= slots <= nb.edge_bucket(int(real * ((RC + nb.EDGE_SKIN) / RC) ** 3) + 64)
     real_rows, slots_rows = nb.edge_slots(_model(capacity=10**6), CASES["skewed Si8"])
     assert real_rows == real and slots_rows > 5 * slots  # rows enumerate every image of every atom
+
+
+def test_probes_that_rebuild_the_structure_run_on_the_edge_list():
+    """representation builds a supercell (8× the atoms), a unimodular cell, translations and a permutation
+    inside its program from the prepared substrate: the edge list follows (a bucket scaled by the atom count, a
+    rebuild where stale) and the probe gives what it gives on rows of slots."""
+    rep_e = jaxcert.certify(_model(), ["Si"], probes=["representation", "stress_consistency"], seed=0)
+    rep_r = jaxcert.certify(_model(capacity=10**6), ["Si"], probes=["representation", "stress_consistency"], seed=0)
+    for a, b in zip(rep_e.outcomes, rep_r.outcomes, strict=True):
+        assert a.status == ["ok"] and b.status == ["ok"], (a.name, a.message)
+        assert np.isfinite(a.defect).all()
+        np.testing.assert_allclose(a.defect, b.defect, rtol=1e-6, atol=1e-9, err_msg=a.name)
+
+
+def test_a_wrapped_atom_makes_the_list_stale():
+    """An edge list stores image vectors: moving an atom by a lattice vector (wrapping it) keeps the physics but
+    changes its edges' image vectors, so the list must count as stale (rebuilt), and the energy is unchanged."""
+    m = _model()
+    s = m.prepare(CASES["skewed Si8"])
+    wrapped = s.replace(positions=s.positions.at[0].add(s.cell[0]))
+    assert not bool(nb.is_fresh(wrapped, wrapped.neighbor_state))
+    assert abs(float(jax.jit(m.energy_of)(m.params, wrapped)) - float(m.energy(s))) < 1e-10
+    assert not nb._fresh_on_host(wrapped)

@@ -553,11 +553,17 @@ def is_fresh(s: Structure, state: NeighborState) -> jax.Array:
     """True while ``state`` still holds every pair within the model's cutoff (the skin criterion of the spec)."""
     spec = s.neighbor_list
     R, h = jax.lax.stop_gradient(s.positions), jax.lax.stop_gradient(s.cell)
+    edges = isinstance(spec, EdgeListSpec)
     if s.periodic:
-        F = inv3(state.cell) @ h  # rows: r = f h = f h_ref F
+        # an edge list stores each edge's image vector, so an atom wrapped into the cell has moved for it (a row
+        # list takes the minimum image at every call); its frame keeps a slab's vacuum row out of the strain
+        h0 = _search_frame(state.cell, s.pbc) if edges else state.cell
+        h = _search_frame(h, s.pbc) if edges else h
+        F = inv3(h0) @ h  # rows: r = f h = f h_ref F
         strain = jnp.sqrt(jnp.sum((F - jnp.eye(3, dtype=h.dtype)) ** 2))
-        df = _rows_times(R, inv3(h)) - _rows_times(state.positions, inv3(state.cell))
-        df = df - jnp.round(df) * jnp.asarray(s.pbc, R.dtype)
+        df = _rows_times(R, inv3(h)) - _rows_times(state.positions, inv3(h0))
+        if not edges:
+            df = df - jnp.round(df) * jnp.asarray(s.pbc, R.dtype)
         u = _rows_times(df, h)
     else:
         strain, u = jnp.zeros((), R.dtype), R - state.positions
@@ -576,6 +582,9 @@ def update(s: Structure) -> Structure:
         return s
     if s.positions.ndim != 2:
         return jax.vmap(update)(s)
+    s = _matching_list(s)
+    if not isinstance(s.neighbor_list, CellListSpec | EdgeListSpec):
+        return s
     state = s.neighbor_state
     if state is None:
         return s.replace(neighbor_state=build(s) if isinstance(spec, CellListSpec) else build_edges(s))
@@ -630,6 +639,8 @@ def listed_pairs(s: Structure, cutoff: float) -> Pairs:
     if is_concrete(cutoff) and float(cutoff) > spec.cutoff - spec.skin + 1e-9:
         raise StructureError(f"the structure's cell list was built for a cutoff of {spec.cutoff - spec.skin:.4f} "
                              f"Å, below the {float(cutoff):.4f} Å asked for; call with_cell_list again")
+    if s.neighbor_state is not None and s.neighbor_state.positions.shape[-2] != s.n_atoms:
+        return dense_pairs(_matching_list(s), cutoff)  # a structure of another size built from a listed one
     n = s.n_atoms
     state = build(s) if s.neighbor_state is None else _refresh(s, s.neighbor_state)
     mask = state.idx < n
@@ -1000,14 +1011,12 @@ def _fresh_on_host(s: Structure) -> bool:
     if not np.all(np.asarray(st.ok)):
         return False
     for Rb, R0b, hb, h0b, mb in zip(R, R0, H, H0, M, strict=True):
-        if s.periodic:
-            h = _host_frame(hb, s.pbc, Rb, spec.cutoff)
-            h0 = _host_frame(h0b, s.pbc, R0b, spec.cutoff)
+        if s.periodic:  # as is_fresh for an edge list: no wrapping (a wrapped atom changes its image vectors)
+            h = np.asarray(_search_frame(jnp.asarray(hb), s.pbc), np.float64)
+            h0 = np.asarray(_search_frame(jnp.asarray(h0b), s.pbc), np.float64)
             F = np.linalg.solve(h0, h)
             strain = float(np.sqrt(np.sum((F - np.eye(3)) ** 2)))
-            df = Rb @ np.linalg.inv(h) - R0b @ np.linalg.inv(h0)
-            df = df - np.round(df) * np.asarray(s.pbc)
-            u = df @ h
+            u = (Rb @ np.linalg.inv(h) - R0b @ np.linalg.inv(h0)) @ h
         else:
             strain, u = 0.0, Rb - R0b
         umax = float(np.sqrt(np.max(np.where(mb, np.sum(u * u, -1), 0.0)))) if mb.any() else 0.0
@@ -1137,6 +1146,7 @@ def listed_edges(s: Structure, cutoff: float) -> Edges:
     if is_concrete(cutoff) and float(cutoff) > spec.cutoff - spec.skin + 1e-9:
         raise StructureError(f"the structure's edge list was built for a cutoff of {spec.cutoff - spec.skin:.4f} Å, "
                              f"below the {float(cutoff):.4f} Å asked for; call with_edge_list again")
+    s = _matching_list(s)
     n = s.n_atoms
     state = build_edges(s) if s.neighbor_state is None else _refresh(s, s.neighbor_state)
     filled = state.receivers < n
@@ -1157,6 +1167,22 @@ def listed_edges(s: Structure, cutoff: float) -> Edges:
         _take(s.mask, j)
     return Edges(receivers=i, senders=j, vectors=tuple(comp), mask=mask, shifts=jnp.where(filled[:, None], n_vec, 0.0),
                  ok=state.ok)
+
+
+def _matching_list(s: Structure) -> Structure:
+    """``s`` with a list that fits its atom slots.  A structure built from a prepared one with another number of
+    atoms (a probe's supercell, inside a program) carries a list of the wrong shape: an edge list then gets a
+    bucket scaled by the atom count and no stored state (a build in the program, on every periodic image), a
+    cell list is dropped for the dense path."""
+    st = s.neighbor_state
+    if st is None or st.positions.shape[-2] == s.n_atoms:
+        return s
+    spec = s.neighbor_list
+    if isinstance(spec, EdgeListSpec):
+        cap = edge_bucket(int(np.ceil(spec.capacity * s.n_atoms / st.positions.shape[-2])))
+        return s.replace(neighbor_list=dataclasses.replace(spec, capacity=cap, cells=None, cell_capacity=0),
+                         neighbor_state=None)
+    return s.replace(neighbor_list=None, neighbor_state=None)
 
 
 def edge_slots(model: Any, s: Structure) -> tuple[int, int]:
