@@ -47,6 +47,10 @@ def _fresh_process(path, probes=PROBE_SET) -> dict:
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     root = os.path.dirname(os.path.dirname(jaxcert.__file__))
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    # the same trace-changing settings as this process (a key carries them: importing nequix earlier in this
+    # worker sets the default matmul precision to "highest", and the child must see the programs the same way)
+    if jax.config.jax_default_matmul_precision is not None:
+        env["JAX_DEFAULT_MATMUL_PRECISION"] = str(jax.config.jax_default_matmul_precision)
     out = subprocess.run([sys.executable, "-c", CHILD, str(path), probes], capture_output=True, text=True, env=env,
                          timeout=900, check=False)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -302,6 +306,10 @@ def test_a_users_model_is_stored_and_loaded_in_a_fresh_process_with_identical_re
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     root = os.path.dirname(os.path.dirname(jaxcert.__file__))
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    # the same trace-changing settings as this process (a key carries them: importing nequix earlier in this
+    # worker sets the default matmul precision to "highest", and the child must see the programs the same way)
+    if jax.config.jax_default_matmul_precision is not None:
+        env["JAX_DEFAULT_MATMUL_PRECISION"] = str(jax.config.jax_default_matmul_precision)
 
     def child() -> dict:
         out = subprocess.run([sys.executable, "-c", USER_CHILD, str(cache_dir), str(tmp_path / "src")],

@@ -52,7 +52,8 @@ def _cases():
     slab = fcc111("Cu", (2, 2, 3), vacuum=5.0)
     cluster = molecule("C6H6")
     big = bulk("Cu", "fcc", a=3.61, cubic=True).repeat((5, 5, 5))  # 500 atoms: a rebuild takes a cell list
-    out = {"Si2 primitive": si, "skewed Si8": sk, "Cu slab": slab, "C6H6": cluster, "Cu500": big}
+    cu1 = bulk("Cu", "fcc", a=3.61)  # one atom: every edge joins it to its own images
+    out = {"Cu1 primitive": cu1, "Si2 primitive": si, "skewed Si8": sk, "Cu slab": slab, "C6H6": cluster, "Cu500": big}
     for a in out.values():
         a.positions += rng.normal(0.0, 0.04, a.positions.shape)
     return {k: jaxcert.Structure.from_ase(a) for k, a in out.items()}

@@ -341,6 +341,8 @@ def _feed(h: Any, x: Any, seen: set[int], at: tuple | None = None) -> None:
         put(type(x).__name__ if type(x) in (tuple, list) else "tuple-like", str(len(x)))
         for v in x:
             _feed(h, v, seen, at)
+        if type(x) not in (tuple, list) and getattr(x, "__dict__", None):  # attributes beside the items
+            _feed(h, dict(vars(x)), seen, at)
     elif isinstance(x, dict):
         if type(x) is not dict:
             put("class", f"{type(x).__module__}.{type(x).__qualname__}{_versions_of(type(x).__module__)}")
@@ -348,6 +350,8 @@ def _feed(h: Any, x: Any, seen: set[int], at: tuple | None = None) -> None:
         for k in sorted(x, key=repr):
             _feed(h, k, seen, at)
             _feed(h, x[k], seen, at)
+        if type(x) is not dict and getattr(x, "__dict__", None):
+            _feed(h, dict(vars(x)), seen, at)
     elif isinstance(x, slice):
         put("slice")
         _feed(h, (x.start, x.stop, x.step), seen, at)

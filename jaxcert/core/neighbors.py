@@ -925,7 +925,7 @@ def host_edges(positions: Any, cell: Any, pbc: tuple[bool, bool, bool], mask: An
     R = np.asarray(positions, np.float64)
     m = np.asarray(mask, bool)
     real = np.flatnonzero(m)
-    if len(real) < 2:
+    if len(real) == 0 or (len(real) == 1 and not any(pbc)):  # one periodic atom still sees its own images
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 3), np.int64)
     h = np.asarray(cell, np.float64)
     box = _host_frame(h, pbc, R[real], radius)
