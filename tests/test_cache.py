@@ -563,3 +563,30 @@ def test_an_unusable_cache_dir_never_stops_a_command(where, tmp_path, monkeypatc
     warnings = [line for line in capsys.readouterr().err.splitlines() if "cache not used" in line]
     assert len(warnings) == 1 and str(path) in warnings[0] and "JAXCERT_CACHE_DIR" in warnings[0]
     assert cache.executable_store() is None and f.read_text() == "x"
+
+
+def test_stored_executables_beyond_the_resident_cap_are_dropped_and_loaded_again(store, monkeypatch):
+    """A loaded executable holds memory (about 55 MB for a nequix program): only suite.RESIDENT_STORED of those
+    the store can give back stay resident; the rest are loaded again when needed, with identical results."""
+    def resident():
+        return len([k for k in suite._EXECUTABLES if k in suite._STORED])
+
+    def run():
+        return jaxcert.certify(models.get("lj"), "Ar", probes="betti,zero_modes", seed=0, dtype=jnp.float64,
+                               compile_workers=0)
+
+    first = run()
+    stored = resident()
+    assert stored > 2  # the default cap (12) keeps every stored program of the two probes
+    monkeypatch.setattr(suite, "RESIDENT_STORED", 2)
+    suite._EXECUTABLES.clear()
+    hits = store.hits
+    again = run()
+    assert resident() <= 2
+    assert store.hits - hits == stored  # every stored program loaded, none compiled again
+    hits = store.hits
+    third = run()
+    assert store.hits - hits >= stored - 2  # at most 2 were still resident: the others were loaded again
+    for a, b, c in zip(first.outcomes, again.outcomes, third.outcomes, strict=True):
+        np.testing.assert_array_equal(a.defect, b.defect)
+        np.testing.assert_array_equal(a.defect, c.defect)

@@ -37,6 +37,7 @@ probe scores (clipped at 1e-12 for the latter two).
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import dataclasses
 import functools
@@ -689,9 +690,36 @@ def _answer(model: Model, requests: Any, memo: dict[Any, Any]) -> Any:
     return jax.tree.map(one, requests, is_leaf=lambda x: isinstance(x, kinds.Request))
 
 
-#: (program, input signature) -> compiled executable; filled by the compile-ahead threads and on demand.
-_EXECUTABLES: dict[Any, Any] = {}
+#: (program, input signature) -> compiled executable, least recently used first; filled by the compile-ahead
+#: threads and on demand.
+_EXECUTABLES: collections.OrderedDict[Any, Any] = collections.OrderedDict()
 _EXECUTABLES_LOCK = threading.Lock()
+#: keys of :data:`_EXECUTABLES` whose executable the store holds too (loaded from it or saved to it)
+_STORED: set[Any] = set()
+#: How many executables the store can give back are kept in memory; the least recently used beyond are dropped
+#: and loaded again when next needed.  A loaded executable holds far more memory than its stored bytes (about
+#: 55 MB for a program of nequix-mp-1-pft against 5-10 MB on disk): keeping every program of a run resident
+#: held 3-4 GB of a network's certification (docs/performance.md "Networks").
+RESIDENT_STORED = 12
+
+
+def _keep_executable(key: Any, exe: Any, stored: bool) -> Any:
+    """Keep ``exe`` under ``key`` (the first one kept wins) and drop the least recently used stored ones beyond
+    :data:`RESIDENT_STORED`."""
+    with _EXECUTABLES_LOCK:
+        if len(_EXECUTABLES) > 256:
+            _EXECUTABLES.clear()
+            _STORED.clear()
+        exe = _EXECUTABLES.setdefault(key, exe)
+        _EXECUTABLES.move_to_end(key)
+        if stored:
+            _STORED.add(key)
+        _STORED.intersection_update(_EXECUTABLES)  # keys of entries cleared elsewhere (tests, the size cap)
+        resident = [k for k in _EXECUTABLES if k in _STORED]
+        for k in resident[: max(0, len(resident) - RESIDENT_STORED)]:
+            del _EXECUTABLES[k]
+            _STORED.discard(k)
+    return exe
 
 
 def _signature(args: tuple) -> tuple:
@@ -711,24 +739,23 @@ def _executable(run, args: tuple):
     key = (run, _signature(args))
     with _EXECUTABLES_LOCK:
         exe = _EXECUTABLES.get(key)
+        if exe is not None:
+            _EXECUTABLES.move_to_end(key)
     if exe is None:
         store = cache.executable_store()
         identity = _IDENTITY.get(id(run))
         skey = store.key(identity, args) if store is not None and identity is not None else None
         exe = store.load(skey, args) if skey is not None else None
-        if exe is not None:
+        stored = exe is not None
+        if stored:
             _FROM_STORE[key] = skey
         elif skey is not None:
             with cache.persistent_cache_bypassed() as fresh:
                 exe = run.lower(*args).compile()
-            if fresh.storable:
-                store.save(skey, exe)
+            stored = bool(fresh.storable and store.save(skey, exe))
         else:
             exe = run.lower(*args).compile()
-        with _EXECUTABLES_LOCK:
-            if len(_EXECUTABLES) > 256:
-                _EXECUTABLES.clear()
-            exe = _EXECUTABLES.setdefault(key, exe)
+        exe = _keep_executable(key, exe, stored)
     return exe
 
 
@@ -750,6 +777,7 @@ def _call(run, args: tuple):
         cache.executable_store().discard(skey)
         with _EXECUTABLES_LOCK:
             _EXECUTABLES.pop(key, None)
+            _STORED.discard(key)
         return _executable(run, args)(*args)
 
 
