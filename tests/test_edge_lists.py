@@ -218,3 +218,28 @@ def test_a_wrapped_atom_makes_the_list_stale():
     assert not bool(nb.is_fresh(wrapped, wrapped.neighbor_state))
     assert abs(float(jax.jit(m.energy_of)(m.params, wrapped)) - float(m.energy(s))) < 1e-10
     assert not nb._fresh_on_host(wrapped)
+
+
+def test_a_one_shot_list_pays_for_no_skin_and_gives_the_same_answer():
+    """The ASE calculator builds its list for the one geometry it evaluates (ONE_SHOT_SKIN): no more slots than
+    the default skin's, the same energy, forces and stress."""
+    from ase.build import bulk as ase_bulk
+
+    from jaxcert.adapters.calculator import ModelCalculator
+
+    model = _model()
+    atoms = ase_bulk("Li", "bcc", a=3.51, cubic=True).repeat((3, 3, 3))  # a shell at 4.96 Å, inside r_c + skin
+    atoms.rattle(0.05, seed=1)
+    atoms.set_cell(atoms.cell.array * 0.83, scale_atoms=True)  # that shell at 4.1 Å: just above RC = 4 Å
+    s = jaxcert.Structure.from_ase(atoms)
+    loop, once = model.prepare(s), model.prepare(s, skin=nb.ONE_SHOT_SKIN)
+    assert once.neighbor_list.skin == nb.ONE_SHOT_SKIN and loop.neighbor_list.skin == nb.EDGE_SKIN
+    assert once.neighbor_list.capacity < loop.neighbor_list.capacity
+    E0, F0, S0 = model.energy_forces_stress(loop)
+    E1, F1, S1 = model.energy_forces_stress(once)
+    np.testing.assert_allclose(E1, E0, rtol=1e-12)
+    np.testing.assert_allclose(F1, F0, atol=1e-12)
+    np.testing.assert_allclose(S1, S0, atol=1e-12)
+    atoms.calc = ModelCalculator(model)
+    np.testing.assert_allclose(atoms.get_potential_energy(), float(E0), rtol=1e-12)
+    np.testing.assert_allclose(atoms.get_stress(voigt=False), np.asarray(S0), atol=1e-12)

@@ -16,6 +16,7 @@ import numpy as np
 from ase.calculators.calculator import Calculator, PropertyNotImplementedError, all_changes
 
 from jaxcert.core.model import Model, voigt
+from jaxcert.core.neighbors import ONE_SHOT_SKIN
 from jaxcert.core.structure import Structure
 
 __all__ = ["ModelCalculator", "to_ase_calculator"]
@@ -38,7 +39,9 @@ class ModelCalculator(Calculator):
 
     def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
         super().calculate(atoms, properties, system_changes)
-        s = Structure.from_ase(self.atoms, dtype=self.dtype, min_distance=None)
+        # ASE hands over a new geometry at every call: a network's edge list is built for this one geometry
+        s = self.model.prepare(Structure.from_ase(self.atoms, dtype=self.dtype, min_distance=None),
+                               skin=ONE_SHOT_SKIN)
         if "stress" in properties:
             if not all(self.atoms.pbc):
                 raise PropertyNotImplementedError("stress needs a fully periodic cell")

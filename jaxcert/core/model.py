@@ -211,13 +211,16 @@ class Model:
         """Static: is a stress defined for ``s`` (periodic) with this model?"""
         return s.periodic and self.stress_available
 
-    def prepare(self, s: Structure) -> Structure:
+    def prepare(self, s: Structure, skin: float | None = None) -> Structure:
         """Validate elements, set the static image count and choose the neighbour path for the model's cutoff.
 
         Call outside ``jit`` (the bound conveniences and every jaxcert probe do).  Structures of at least
         :data:`jaxcert.core.neighbors.SPARSE_MIN_ATOMS` atom slots whose cell holds three search radii per periodic
         axis get an O(N) cell list (:func:`jaxcert.core.neighbors.auto_neighbors`); ``neighbor_list=DENSE`` keeps
-        the dense path.  A no-op on traced structures that already carry ``images``.
+        the dense path.  A graph network (``edges``) gets a flat edge list with a Verlet ``skin`` in Å (default
+        :data:`jaxcert.core.neighbors.EDGE_SKIN`, for lists that loops reuse; a one-shot evaluation such as an
+        ASE calculator's call passes :data:`jaxcert.core.neighbors.ONE_SHOT_SKIN` and pays for no extra slots).
+        A no-op on traced structures that already carry ``images``.
         """
         if self.elements is not None and is_concrete(s.numbers):
             nums = np.asarray(s.numbers)[np.asarray(s.mask)]
@@ -227,7 +230,7 @@ class Model:
                 ok = ", ".join(chemical_symbols[z] for z in self.elements)
                 raise UnsupportedElement(f"model {self.name!r} has no parameters for {names}; it supports {ok}")
         if self.edges:
-            return self._prepare_edges(s)
+            return self._prepare_edges(s, skin)
         if isinstance(s.neighbor_list, EdgeListSpec) and is_concrete(s.positions):  # a network's list: rows instead
             s = s.replace(neighbor_list=None, neighbor_state=None)
         need_images = s.periodic and s.images is None
@@ -246,7 +249,7 @@ class Model:
             check_image_memory(s, rc, who=f"model {self.name!r}")  # TooManyImages (an InputError) before any work
         return s
 
-    def _prepare_edges(self, s: Structure) -> Structure:
+    def _prepare_edges(self, s: Structure, skin: float | None = None) -> Structure:
         """A graph network's structure: a fresh edge list for a concrete one (kept if it is still fresh), the
         static image count of its search radius; a traced structure is returned as it is."""
         if not (is_concrete(s.positions) and is_concrete(s.cell) and is_concrete(s.numbers)):
@@ -258,7 +261,7 @@ class Model:
         if s.periodic and not isinstance(spec, EdgeListSpec):  # the images of a search must fit, before any work
             radius = float(rc) + EDGE_SKIN
             check_image_memory(s, radius, images=image_counts(s.cell, s.pbc, radius), who=f"model {self.name!r}")
-        return ensure_edge_list(s, rc)
+        return ensure_edge_list(s, rc, skin)
 
     def cutoff_for(self, s: Structure) -> float | None:
         """The cutoff in Å for ``s`` (concrete numbers needed if it depends on them)."""

@@ -78,7 +78,8 @@ __all__ = ["Pairs", "image_counts", "with_images", "coverage", "pairs", "neighbo
            "DENSE", "NeighborState", "build", "is_fresh", "update", "grow", "list_ok", "rerun_on_overflow",
            "NeighborListOverflow", "GROWTH", "MAX_REGROWTHS", "TooManyImages", "check_image_memory",
            "dense_candidates", "candidate_bytes", "EdgeListSpec", "EdgeState", "Edges", "with_edge_list",
-           "ensure_edge_list", "build_edges", "listed_edges", "host_edges", "edge_bucket", "edge_slots", "EDGE_SKIN"]
+           "ensure_edge_list", "build_edges", "listed_edges", "host_edges", "edge_bucket", "edge_slots", "EDGE_SKIN",
+           "ONE_SHOT_SKIN"]
 
 #: Relative margin on the cutoff when counting images (strain, drift of the cell).
 IMAGE_MARGIN = 0.05
@@ -827,6 +828,10 @@ def auto_neighbors(s: Structure, cutoff: float, min_atoms: int | None = None) ->
 #: slots at r_c = 6 Å, all masked, which the network pays for at every call) and lets a list serve every geometry
 #: within skin/2 of where it was built (a probe's finite steps and strains; a loop rebuilds it in place beyond).
 EDGE_SKIN = 0.1
+#: Skin of an edge list evaluated once at the geometry it was built for (an ASE calculator's call): a skin of
+#: zero would make the list stale at once (freshness needs 2·max|u| + r_c·|ε| < skin), so a hundredth of an Å,
+#: which adds well under 1 % of slots.
+ONE_SHOT_SKIN = 0.01
 #: Bucket ladder: edge slots are ``EDGE_MIN_BUCKET · 2^(k/EDGE_BUCKETS_PER_OCTAVE)`` (rounded up to a multiple of
 #: 8), so padding is at most ≈ 9 % and a structure's list changes shape only when its edge count moves by as much.
 EDGE_BUCKETS_PER_OCTAVE = 8
