@@ -168,32 +168,43 @@ def plan(cfg: ConfigTemperatureConfig, facts: stages.Facts):
         series = jnp.where(ok, F2 / (KB_EV_PER_K * jnp.where(ok, t * T_kin_frame, 1.0)), jnp.nan)
         defect = jnp.abs(ratio - 1.0)
         n_evals = traj_evals + engine.cost(len(idx) * cfg.n_hutchinson)
-        details: dict[str, Any] = {
-            "T_config": T_conf,
-            "T_kin": T_kin,
-            "ratio": ratio,
-            "mean_F2": mean_F2,
-            "mean_TrH": mean_t,
-            "n_samples": jnp.asarray(len(idx)),
-            "temperature_K": jnp.asarray(cfg.thermostat.temperature_k),
-            "n_hutchinson": jnp.asarray(cfg.n_hutchinson),
-            "n_dof": n_dof,
-            "eps": jnp.asarray(engine.step(ref)),
-            "precision": jnp.asarray(8 * jnp.dtype(ref.positions.dtype).itemsize),
-            "scale": jnp.asarray(cfg.scale),
-            **trajectory_details(traj, cfg, reused, traj_evals),
-            "ratio_series": series,
-            "defect_stderr": jk.stderr[0],
-            "ratio_stderr": jk.stderr[0],
-            "T_config_stderr": jk.stderr[1],
-            "T_kin_stderr": jk.stderr[2],
-            "n_blocks": jk.n_blocks,
-            "drift_z": half_drift(lambda m: _t_conf(m[0], m[1]) / m[2], (F2, t, T_kin_frame), cfg.n_blocks).z,
-        }
+        drift = half_drift(lambda m: _t_conf(m[0], m[1]) / m[2], (F2, t, T_kin_frame), cfg.n_blocks).z
+        details = _details(cfg, traj, reused, traj_evals, engine.step(ref), (T_conf, T_kin, ratio, mean_F2, mean_t),
+                           jnp.asarray(len(idx)), n_dof, series, jk, drift)
         return finalize(defect, score_map(defect, cfg.scale), True, n_evals, details)
 
     return _statmech.ask_trajectory(cfg, keep_key=True), ask_products, reduce
 
+
+
+def _details(cfg: ConfigTemperatureConfig, traj, reused, traj_evals, eps, means: tuple, n_samples, n_dof, series,
+             jk, drift_z) -> dict[str, Any]:
+    """The report's details, the same keys for a fixed run and a run to a precision; ``means`` is (T_conf,
+    T_kin, T_conf/T_kin, ⟨|F|²⟩, ⟨Tr H⟩) and ``jk`` the jackknife of (ratio, T_conf, T_kin)."""
+    T_conf, T_kin, ratio, mean_F2, mean_t = means
+    ref = traj.reference
+    return {
+        "T_config": T_conf,
+        "T_kin": T_kin,
+        "ratio": ratio,
+        "mean_F2": mean_F2,
+        "mean_TrH": mean_t,
+        "n_samples": n_samples,
+        "temperature_K": jnp.asarray(cfg.thermostat.temperature_k),
+        "n_hutchinson": jnp.asarray(cfg.n_hutchinson),
+        "n_dof": n_dof,
+        "eps": jnp.asarray(eps),
+        "precision": jnp.asarray(8 * jnp.dtype(ref.positions.dtype).itemsize),
+        "scale": jnp.asarray(cfg.scale),
+        **trajectory_details(traj, cfg, reused, traj_evals),
+        "ratio_series": series,
+        "defect_stderr": jk.stderr[0],
+        "ratio_stderr": jk.stderr[0],
+        "T_config_stderr": jk.stderr[1],
+        "T_kin_stderr": jk.stderr[2],
+        "n_blocks": jk.n_blocks,
+        "drift_z": drift_z,
+    }
 
 def _sampled_reduce(cfg: ConfigTemperatureConfig):
     """The reduction on a trajectory run to a precision: its stored F², Hutchinson traces and T_kin (the run
@@ -219,29 +230,10 @@ def _sampled_reduce(cfg: ConfigTemperatureConfig):
         ok = valid & (t > 0) & (T_kin_frame > 0)
         series = jnp.where(ok, F2 / (KB_EV_PER_K * jnp.where(ok, t * T_kin_frame, 1.0)), jnp.nan)
         defect = jnp.abs(ratio - 1.0)
-        details: dict[str, Any] = {
-            "T_config": T_conf,
-            "T_kin": T_kin,
-            "ratio": ratio,
-            "mean_F2": mean_F2,
-            "mean_TrH": mean_t,
-            "n_samples": n,
-            "temperature_K": jnp.asarray(cfg.thermostat.temperature_k),
-            "n_hutchinson": jnp.asarray(cfg.n_hutchinson),
-            "n_dof": traj.sampled["n_dof"],
-            "eps": jnp.asarray(cfg.derivatives.step(ref)),
-            "precision": jnp.asarray(8 * jnp.dtype(ref.positions.dtype).itemsize),
-            "scale": jnp.asarray(cfg.scale),
-            **trajectory_details(traj, cfg, reused, traj_evals),
-            "ratio_series": series,
-            "defect_stderr": jk.stderr[0],
-            "ratio_stderr": jk.stderr[0],
-            "T_config_stderr": jk.stderr[1],
-            "T_kin_stderr": jk.stderr[2],
-            "n_blocks": jk.n_blocks,
-            "drift_z": _statmech.prefix_drift(_statmech.ct_statistic, (F2, t, T_kin_frame), n, cfg.n_blocks),
-            **_statmech.sampling_details(traj, sp, "config_temperature"),
-        }
+        drift = _statmech.prefix_drift(_statmech.ct_statistic, (F2, t, T_kin_frame), n, cfg.n_blocks)
+        details = _details(cfg, traj, reused, traj_evals, cfg.derivatives.step(ref),
+                           (T_conf, T_kin, ratio, mean_F2, mean_t), n, traj.sampled["n_dof"], series, jk, drift)
+        details.update(_statmech.sampling_details(traj, sp, "config_temperature"))
         return finalize(defect, score_map(defect, cfg.scale), True, traj_evals, details)
 
     return reduce

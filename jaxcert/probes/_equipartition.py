@@ -185,32 +185,43 @@ def plan(cfg: EquipartitionConfig, facts: stages.Facts):
         jk = block_jackknife(median_ratio, Q2_frame, cfg.n_blocks)
         defect = jnp.abs(R_median - 1.0)
         n_evals = traj_evals + engine.cost(3 * n)
-        details: dict[str, Any] = {
-            "n_modes": jnp.sum(keep),
-            "R_alpha": R,
-            "omega2": jnp.where(keep, lam, jnp.nan),
-            "R_median": R_median,
-            "R_median_abs_dev": jnp.nanmedian(jnp.abs(R - 1.0)),
-            "R_spread_std": jnp.nanstd(R),
-            "R_percentiles_5_25_50_75_95": jnp.nanpercentile(R, jnp.asarray([5.0, 25.0, 50.0, 75.0, 95.0], R.dtype)),
-            "temperature_K": jnp.asarray(cfg.thermostat.temperature_k),
-            "n_samples": jnp.asarray(len(idx)),
-            "eps": jnp.asarray(engine.step(ref)),
-            "precision": jnp.asarray(8 * jnp.dtype(ref.positions.dtype).itemsize),
-            "scale": jnp.asarray(cfg.scale),
-            **trajectory_details(traj, cfg, reused, traj_evals),
-            "defect_stderr": jk.stderr,
-            "R_median_stderr": jk.stderr,
-            "n_blocks": jk.n_blocks,
-            "drift_z": half_drift(median_ratio, Q2_frame, cfg.n_blocks).z,
-            "aligned": align,
-            "rotation_deg_max": jnp.max(angle),
-            "n_negative_modes": jnp.sum(lam < -cfg.tol_rel * jnp.max(jnp.abs(lam))),
-        }
+        details = _details(cfg, traj, reused, traj_evals, engine.step(ref), (lam, keep, R), jnp.asarray(len(idx)), jk,
+                           half_drift(median_ratio, Q2_frame, cfg.n_blocks).z, align, jnp.max(angle))
         return finalize(defect, score_map(defect, cfg.scale), True, n_evals, details)
 
     return _statmech.ask_trajectory(cfg), ask_hessian, reduce
 
+
+
+def _details(cfg: EquipartitionConfig, traj, reused, traj_evals, eps, modes: tuple, n_samples, jk, drift_z, align,
+             rotation_max) -> dict[str, Any]:
+    """The report's details, the same keys for a fixed run and a run to a precision; ``modes`` is (ω², kept,
+    per-mode ratio R_α)."""
+    lam, keep, R = modes
+    ref = traj.reference
+    R_median = jnp.nanmedian(R)
+    return {
+        "n_modes": jnp.sum(keep),
+        "R_alpha": R,
+        "omega2": jnp.where(keep, lam, jnp.nan),
+        "R_median": R_median,
+        "R_median_abs_dev": jnp.nanmedian(jnp.abs(R - 1.0)),
+        "R_spread_std": jnp.nanstd(R),
+        "R_percentiles_5_25_50_75_95": jnp.nanpercentile(R, jnp.asarray([5.0, 25.0, 50.0, 75.0, 95.0], R.dtype)),
+        "temperature_K": jnp.asarray(cfg.thermostat.temperature_k),
+        "n_samples": n_samples,
+        "eps": jnp.asarray(eps),
+        "precision": jnp.asarray(8 * jnp.dtype(ref.positions.dtype).itemsize),
+        "scale": jnp.asarray(cfg.scale),
+        **trajectory_details(traj, cfg, reused, traj_evals),
+        "defect_stderr": jk.stderr,
+        "R_median_stderr": jk.stderr,
+        "n_blocks": jk.n_blocks,
+        "drift_z": drift_z,
+        "aligned": align,
+        "rotation_deg_max": rotation_max,
+        "n_negative_modes": jnp.sum(lam < -cfg.tol_rel * jnp.max(jnp.abs(lam))),
+    }
 
 def _sampled_reduce(cfg: EquipartitionConfig):
     """The reduction on a trajectory run to a precision: its modes (exact Hessian at R^eq) and stored Q_α²."""
@@ -232,29 +243,10 @@ def _sampled_reduce(cfg: EquipartitionConfig):
         R_median = jnp.nanmedian(R)
         jk = _statmech.prefix_jackknife(median_ratio, Q2_frame, 0, n, cfg.n_blocks)
         defect = jnp.abs(R_median - 1.0)
-        details: dict[str, Any] = {
-            "n_modes": jnp.sum(keep),
-            "R_alpha": R,
-            "omega2": jnp.where(keep, lam, jnp.nan),
-            "R_median": R_median,
-            "R_median_abs_dev": jnp.nanmedian(jnp.abs(R - 1.0)),
-            "R_spread_std": jnp.nanstd(R),
-            "R_percentiles_5_25_50_75_95": jnp.nanpercentile(R, jnp.asarray([5.0, 25.0, 50.0, 75.0, 95.0], R.dtype)),
-            "temperature_K": jnp.asarray(cfg.thermostat.temperature_k),
-            "n_samples": n,
-            "eps": jnp.asarray(EXACT.step(ref)),
-            "precision": jnp.asarray(8 * jnp.dtype(ref.positions.dtype).itemsize),
-            "scale": jnp.asarray(cfg.scale),
-            **trajectory_details(traj, cfg, reused, traj_evals),
-            "defect_stderr": jk.stderr,
-            "R_median_stderr": jk.stderr,
-            "n_blocks": jk.n_blocks,
-            "drift_z": _statmech.prefix_drift(median_ratio, Q2_frame, n, cfg.n_blocks),
-            "aligned": align,
-            "rotation_deg_max": jnp.max(jnp.where(valid, sd["equipartition"]["rotation_deg"], 0.0)),
-            "n_negative_modes": jnp.sum(lam < -cfg.tol_rel * jnp.max(jnp.abs(lam))),
-            **_statmech.sampling_details(traj, sp, "equipartition"),
-        }
+        details = _details(cfg, traj, reused, traj_evals, EXACT.step(ref), (lam, keep, R), n, jk,
+                           _statmech.prefix_drift(median_ratio, Q2_frame, n, cfg.n_blocks), align,
+                           jnp.max(jnp.where(valid, sd["equipartition"]["rotation_deg"], 0.0)))
+        details.update(_statmech.sampling_details(traj, sp, "equipartition"))
         return finalize(defect, score_map(defect, cfg.scale), True, traj_evals, details)
 
     return reduce

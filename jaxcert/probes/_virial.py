@@ -126,26 +126,35 @@ def plan(cfg: VirialConfig, facts: stages.Facts):
         n_real = jnp.sum(w)
         dof = 3 * n_real - 6
         defect = jnp.abs(rho - 1.0)
-        details: dict[str, Any] = {
-            "rho_vir": rho,
-            "T_int_kin": 2.0 * mean_K / (dof * KB_EV_PER_K),
-            "mean_virial": mean_W,
-            "mean_kinetic_internal": mean_K,
-            "n_samples": jnp.asarray(len(idx)),
-            "temperature_K": jnp.asarray(cfg.thermostat.temperature_k),
-            "dof": dof,
-            "scale": jnp.asarray(cfg.scale),
-            **trajectory_details(traj, cfg, reused, traj_evals),
-            "rho_series": W / (2.0 * K),
-            "defect_stderr": jk.stderr,
-            "rho_vir_stderr": jk.stderr,
-            "n_blocks": jk.n_blocks,
-            "drift_z": half_drift(lambda m: m[0] / (2.0 * m[1]), (W, K), cfg.n_blocks).z,
-        }
+        details = _details(cfg, traj, reused, traj_evals, (rho, mean_W, mean_K), dof, jnp.asarray(len(idx)),
+                           W / (2.0 * K), jk, half_drift(lambda m: m[0] / (2.0 * m[1]), (W, K), cfg.n_blocks).z)
         return finalize(defect, score_map(defect, cfg.scale), True, traj_evals, details)
 
     return _statmech.ask_trajectory(cfg), reduce
 
+
+
+def _details(cfg: VirialConfig, traj, reused, traj_evals, means: tuple, dof, n_samples, series, jk,
+             drift_z) -> dict[str, Any]:
+    """The report's details, the same keys for a fixed run and a run to a precision; ``means`` is (ρ_vir, ⟨W⟩,
+    ⟨K_int⟩)."""
+    rho, mean_W, mean_K = means
+    return {
+        "rho_vir": rho,
+        "T_int_kin": 2.0 * mean_K / (dof * KB_EV_PER_K),
+        "mean_virial": mean_W,
+        "mean_kinetic_internal": mean_K,
+        "n_samples": n_samples,
+        "temperature_K": jnp.asarray(cfg.thermostat.temperature_k),
+        "dof": dof,
+        "scale": jnp.asarray(cfg.scale),
+        **trajectory_details(traj, cfg, reused, traj_evals),
+        "rho_series": series,
+        "defect_stderr": jk.stderr,
+        "rho_vir_stderr": jk.stderr,
+        "n_blocks": jk.n_blocks,
+        "drift_z": drift_z,
+    }
 
 def _sampled_reduce(cfg: VirialConfig):
     """The reduction on a trajectory run to a precision: its stored W and K_int (every ``sample_every``-th step)."""
@@ -166,23 +175,10 @@ def _sampled_reduce(cfg: VirialConfig):
         jk = _statmech.prefix_jackknife(_statmech.virial_statistic, (W, K), 0, n, cfg.n_blocks)
         dof = 3 * jnp.sum(ref.mask.astype(W.dtype)) - 6
         defect = jnp.abs(rho - 1.0)
-        details: dict[str, Any] = {
-            "rho_vir": rho,
-            "T_int_kin": 2.0 * mean_K / (dof * KB_EV_PER_K),
-            "mean_virial": mean_W,
-            "mean_kinetic_internal": mean_K,
-            "n_samples": n,
-            "temperature_K": jnp.asarray(cfg.thermostat.temperature_k),
-            "dof": dof,
-            "scale": jnp.asarray(cfg.scale),
-            **trajectory_details(traj, cfg, reused, traj_evals),
-            "rho_series": jnp.where(valid, W / (2.0 * jnp.where(valid, K, 1.0)), jnp.nan),
-            "defect_stderr": jk.stderr,
-            "rho_vir_stderr": jk.stderr,
-            "n_blocks": jk.n_blocks,
-            "drift_z": _statmech.prefix_drift(_statmech.virial_statistic, (W, K), n, cfg.n_blocks),
-            **_statmech.sampling_details(traj, sp, "virial"),
-        }
+        details = _details(cfg, traj, reused, traj_evals, (rho, mean_W, mean_K), dof, n,
+                           jnp.where(valid, W / (2.0 * jnp.where(valid, K, 1.0)), jnp.nan), jk,
+                           _statmech.prefix_drift(_statmech.virial_statistic, (W, K), n, cfg.n_blocks))
+        details.update(_statmech.sampling_details(traj, sp, "virial"))
         return finalize(defect, score_map(defect, cfg.scale), True, traj_evals, details)
 
     return reduce
