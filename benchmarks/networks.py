@@ -278,8 +278,12 @@ def neighbour_counts(model, atoms) -> dict[str, Any]:
         out["edge_slots_note"] = "jaxcert.core.neighbors.edge_slots does not exist in this version"
         return out
     try:
-        real, slots = fn(model, jaxcert.Structure.from_ase(atoms, dtype=np.float32))
+        s = jaxcert.Structure.from_ase(atoms, dtype=np.float32)
+        real, slots = fn(model, s)
         out["edge_slots"] = {"real_edges": int(real), "slots": int(slots)}
+        one_shot = getattr(neighbors, "ONE_SHOT_SKIN", None)  # the ASE calculator's list (one geometry per call)
+        if one_shot is not None:
+            out["edge_slots"]["calculator_slots"] = int(fn(model, s, skin=one_shot)[1])
     except Exception as err:  # a function under construction elsewhere: keep the run, say why
         out["edge_slots"] = None
         out["edge_slots_error"] = f"{type(err).__name__}: {err}"[:500]

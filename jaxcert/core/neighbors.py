@@ -1190,11 +1190,11 @@ def _matching_list(s: Structure) -> Structure:
     return s.replace(neighbor_list=None, neighbor_state=None)
 
 
-def edge_slots(model: Any, s: Structure) -> tuple[int, int]:
+def edge_slots(model: Any, s: Structure, skin: float | None = None) -> tuple[int, int]:
     """(real directed edges within the model's cutoff, edge slots the model evaluates) for a concrete,
-    unbatched structure: the padding a graph network pays (benchmarks; the cell-list or dense path reports its
-    per-atom slots × atoms)."""
-    t = model.prepare(s)
+    unbatched structure prepared with ``skin`` (:meth:`jaxcert.Model.prepare`): the padding a graph network pays
+    (benchmarks; the cell-list or dense path reports its per-atom slots × atoms)."""
+    t = model.prepare(s, skin=skin)
     rc = model.cutoff_for(t)
     i, _, _ = host_edges(t.positions, t.cell, t.pbc, t.mask, rc)
     spec = t.neighbor_list
