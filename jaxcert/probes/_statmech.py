@@ -423,7 +423,9 @@ def _sampled(model: Model, s: Structure, key: jax.Array, th: LangevinConfig, sp:
         j = pick(sp.ct_every)
         Rc, Fc, Vc = R[j], F[j], V[j]
         z = jax.vmap(lambda st_: _rademacher(jax.random.fold_in(hkey, st_), ref, sp.n_hutchinson))(first + j)
-        hz = -jax.vmap(jax.vmap(lambda x, d: jax.jvp(forces_at, (x,), (d,))[1], (None, 0)))(Rc, z)
+        # one frame at a time (its n_hutchinson vectors together): a network's forward-over-reverse pass holds
+        # its intermediates per vector, so all frames at once multiplied the program's memory by ct frames
+        hz = -jax.lax.map(lambda xz: jax.vmap(lambda d: jax.jvp(forces_at, (xz[0],), (d,))[1])(xz[1]), (Rc, z))
         ct = {"F2": jnp.sum(Fc * Fc * w[:, None], axis=(-2, -1)),
               "t": jnp.mean(jnp.sum(z * hz, axis=(-2, -1)), axis=-1),
               "T_kin": dyn.kinetic_temperature(ref.masses, Vc, n_dof, ref.mask)}
