@@ -43,14 +43,20 @@ print(json.dumps({"hits": st.hits, "misses": st.misses, "ase_build": "ase.build"
 """
 
 
-def _fresh_process(path, probes=PROBE_SET) -> dict:
+def _child_env() -> dict:
+    """A child process's environment: CPU, this checkout first on the path, and the same trace-changing settings
+    as this process (a store key carries them: importing nequix earlier in this worker sets the default matmul
+    precision to "highest", and the child must see the programs the same way)."""
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     root = os.path.dirname(os.path.dirname(jaxcert.__file__))
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    # the same trace-changing settings as this process (a key carries them: importing nequix earlier in this
-    # worker sets the default matmul precision to "highest", and the child must see the programs the same way)
     if jax.config.jax_default_matmul_precision is not None:
         env["JAX_DEFAULT_MATMUL_PRECISION"] = str(jax.config.jax_default_matmul_precision)
+    return env
+
+
+def _fresh_process(path, probes=PROBE_SET) -> dict:
+    env = _child_env()
     out = subprocess.run([sys.executable, "-c", CHILD, str(path), probes], capture_output=True, text=True, env=env,
                          timeout=900, check=False)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -303,13 +309,7 @@ def test_a_users_model_is_stored_and_loaded_in_a_fresh_process_with_identical_re
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "user_model.py").write_text(USER_MODULE)
     cache_dir = tmp_path / "cache"
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    root = os.path.dirname(os.path.dirname(jaxcert.__file__))
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    # the same trace-changing settings as this process (a key carries them: importing nequix earlier in this
-    # worker sets the default matmul precision to "highest", and the child must see the programs the same way)
-    if jax.config.jax_default_matmul_precision is not None:
-        env["JAX_DEFAULT_MATMUL_PRECISION"] = str(jax.config.jax_default_matmul_precision)
+    env = _child_env()
 
     def child() -> dict:
         out = subprocess.run([sys.executable, "-c", USER_CHILD, str(cache_dir), str(tmp_path / "src")],

@@ -176,7 +176,6 @@ def plan(cfg: ConfigTemperatureConfig, facts: stages.Facts):
     return _statmech.ask_trajectory(cfg, keep_key=True), ask_products, reduce
 
 
-
 def _details(cfg: ConfigTemperatureConfig, traj, reused, traj_evals, eps, means: tuple, n_samples, n_dof, series,
              jk, drift_z) -> dict[str, Any]:
     """The report's details, the same keys for a fixed run and a run to a precision; ``means`` is (T_conf,
@@ -205,6 +204,7 @@ def _details(cfg: ConfigTemperatureConfig, traj, reused, traj_evals, eps, means:
         "n_blocks": jk.n_blocks,
         "drift_z": drift_z,
     }
+
 
 def _sampled_reduce(cfg: ConfigTemperatureConfig):
     """The reduction on a trajectory run to a precision: its stored F², Hutchinson traces and T_kin (the run

@@ -192,7 +192,6 @@ def plan(cfg: EquipartitionConfig, facts: stages.Facts):
     return _statmech.ask_trajectory(cfg), ask_hessian, reduce
 
 
-
 def _details(cfg: EquipartitionConfig, traj, reused, traj_evals, eps, modes: tuple, n_samples, jk, drift_z, align,
              rotation_max) -> dict[str, Any]:
     """The report's details, the same keys for a fixed run and a run to a precision; ``modes`` is (ω², kept,
@@ -222,6 +221,7 @@ def _details(cfg: EquipartitionConfig, traj, reused, traj_evals, eps, modes: tup
         "rotation_deg_max": rotation_max,
         "n_negative_modes": jnp.sum(lam < -cfg.tol_rel * jnp.max(jnp.abs(lam))),
     }
+
 
 def _sampled_reduce(cfg: EquipartitionConfig):
     """The reduction on a trajectory run to a precision: its modes (exact Hessian at R^eq) and stored Q_α²."""

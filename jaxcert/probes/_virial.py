@@ -133,7 +133,6 @@ def plan(cfg: VirialConfig, facts: stages.Facts):
     return _statmech.ask_trajectory(cfg), reduce
 
 
-
 def _details(cfg: VirialConfig, traj, reused, traj_evals, means: tuple, dof, n_samples, series, jk,
              drift_z) -> dict[str, Any]:
     """The report's details, the same keys for a fixed run and a run to a precision; ``means`` is (ρ_vir, ⟨W⟩,
@@ -155,6 +154,7 @@ def _details(cfg: VirialConfig, traj, reused, traj_evals, means: tuple, dof, n_s
         "n_blocks": jk.n_blocks,
         "drift_z": drift_z,
     }
+
 
 def _sampled_reduce(cfg: VirialConfig):
     """The reduction on a trajectory run to a precision: its stored W and K_int (every ``sample_every``-th step)."""

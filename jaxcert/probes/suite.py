@@ -783,13 +783,9 @@ def _call(run, args: tuple):
 
 def _out_shape(run, args: tuple):
     """Output shapes and dtypes of ``run`` on ``args``: from a stored executable if there is one, else traced."""
-    store = cache.executable_store()
-    identity = _IDENTITY.get(id(run))
-    if store is not None and identity is not None:
-        skey = store.key(identity, args)
-        if skey is not None and store.has(skey):
-            info = _executable(run, args).out_info
-            return jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), info)
+    if _in_store(run, args):
+        info = _executable(run, args).out_info
+        return jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), info)
     return jax.eval_shape(run, *args)
 
 
