@@ -23,7 +23,7 @@ No torch is imported here; bridged models are loaded only when the user names th
 from jaxcert.detective._committee import Committee
 from jaxcert.detective._constraints import CONSTRAINTS, Constraints
 from jaxcert.detective._memory import EvidenceMemory
-from jaxcert.detective._protocols import Cell, DimerConfig, Dimers, Protocol, dimer_metrics
+from jaxcert.detective._protocols import Cell, DimerConfig, Dimers, Protocol, Variant, dimer_metrics
 from jaxcert.detective._registry import PROTOCOLS, make_protocol, protocol_config
 from jaxcert.detective._report import headline
 from jaxcert.detective._search import (
@@ -34,6 +34,7 @@ from jaxcert.detective._search import (
     decide,
     declare,
     investigate,
+    robustness,
 )
 from jaxcert.detective._signals import Signal, classify, robust_z
 from jaxcert.detective._surfaces import Adsorption, Desorption, SurfaceConfig, desorption_metrics
@@ -42,5 +43,5 @@ __all__ = [
     "Committee", "Protocol", "Cell", "Dimers", "DimerConfig", "Desorption", "Adsorption", "SurfaceConfig",
     "Constraints", "CONSTRAINTS", "PROTOCOLS", "make_protocol", "protocol_config", "EvidenceMemory", "Hypothesis",
     "Proposer", "RuleBasedProposer", "InvestigationResult", "investigate", "declare", "decide", "Signal",
-    "classify", "robust_z", "headline", "dimer_metrics", "desorption_metrics",
+    "classify", "robust_z", "headline", "dimer_metrics", "desorption_metrics", "Variant", "robustness",
 ]

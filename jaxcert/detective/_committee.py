@@ -213,10 +213,20 @@ class Committee:
 
     def energies_forces(self, structures: Sequence[Structure]) -> tuple[np.ndarray, list[list[np.ndarray | None]]]:
         """Energies (n_models, n) in eV and forces ``F[model][config]`` (n_atoms, 3) eV/Å (None where NaN)."""
-        n = len(structures)
+        return self.energies_forces_each([structures] * len(self.models))
+
+    def energies_forces_each(self, per_model: Sequence[Sequence[Structure]]
+                             ) -> tuple[np.ndarray, list[list[np.ndarray | None]]]:
+        """:meth:`energies_forces` where model ``k`` evaluates its own list ``per_model[k]`` (all of one length):
+        the same procedure on configurations that depend on the model, e.g. a rigid scan over the slab each model
+        relaxed itself.  Counts one evaluation per configuration and model, as :meth:`energies_forces`."""
+        if len(per_model) != len(self.models) or len({len(x) for x in per_model}) > 1:
+            raise ValueError(f"per_model: expected {len(self.models)} lists of one length")
+        n = len(per_model[0])
         E = np.full((len(self.models), n), np.nan)
         F: list[list[np.ndarray | None]] = [[None] * n for _ in self.models]
         for mi, model in enumerate(self.models):
+            structures = per_model[mi]
             prepared = [self._prepare(model, s) for s in structures]
             ok = [i for i, p in enumerate(prepared) if p is not None]
             if not self.batched:

@@ -6,7 +6,7 @@ One record per line, each ``{"type": ..., "t": unix time, ...}``; types:
 * ``screen``: one protocol's cheap screen (its cells, the evaluations it cost);
 * ``artefact``: a cell that every model fails, labelled as a protocol artefact (never escalated);
 * ``declaration``: a hypothesis pre-registered *before* its probes run (expected failures, scope, refutation);
-* ``probe``: one probe's report (scope, mechanism, impact) for a declared hypothesis;
+* ``probe``: one probe's report (scope, mechanism, impact, robustness) for a declared hypothesis;
 * ``verdict``: ``reject`` (with the reason) or ``escalate``;
 * ``stop``: why the search ended (escalated, exhausted, budget).
 
@@ -33,7 +33,7 @@ __all__ = ["EvidenceMemory", "check_record", "RECORD_TYPES"]
 
 #: The record types of the memory (module docstring), and the probes of a hypothesis.
 RECORD_TYPES = ("run", "screen", "artefact", "declaration", "probe", "verdict", "stop")
-_PROBES = ("scope", "mechanism", "impact")
+_PROBES = ("scope", "mechanism", "impact", "robustness")
 _DAMAGED = ("the evidence memory is damaged (a hand-edited or foreign line); nothing was written: remove that line "
             "or start afresh in another --out")
 

@@ -39,7 +39,7 @@ from jaxcert.detective._signals import (
 )
 
 __all__ = ["Observable", "ObservableSignal", "judge", "branches", "barrier_above_asymptote", "secondary_well",
-           "collapse", "force_energy_mismatch", "WALL_HEIGHT", "severity_of", "values_of", "by_name"]
+           "collapse", "wall_dip", "force_energy_mismatch", "WALL_HEIGHT", "severity_of", "values_of", "by_name"]
 
 #: eV above the dissociation asymptote that the repulsive wall must reach inside the scan, and the energy up to
 #: which the force–energy consistency is checked (above it the quadrature error of a 0.1 Å grid on the wall
@@ -203,6 +203,24 @@ def collapse(e: np.ndarray, k_top: int, wall: float = WALL_HEIGHT) -> tuple[floa
     fall = float(e[k_top] - inner[k])
     short = float(wall - e[k_top])
     return max(fall, short, 0.0), k
+
+
+def wall_dip(e: np.ndarray, k_top: int, k_min: int) -> tuple[float, int]:
+    """(largest dip on the outer repulsive wall, eV; the index of its bottom).
+
+    Between the wall's crest ``k_top`` and the main well ``k_min`` the energy must fall monotonically as the atoms
+    separate.  The dip is the largest rise met moving outward on that branch,
+    max_{k_top <= i <= j <= k_min} (e_j − e_i): a local minimum on the wall followed by a shoulder (a non-monotonic
+    repulsive branch), 0 for a physical wall.
+    """
+    seg = e[k_top: k_min + 1]
+    if seg.size < 2:
+        return 0.0, k_top
+    low = np.minimum.accumulate(seg)
+    rise = seg - low
+    j = int(np.argmax(rise))
+    i = int(np.argmin(seg[: j + 1]))
+    return float(max(rise[j], 0.0)), k_top + i
 
 
 def force_energy_mismatch(r: np.ndarray, e: np.ndarray, f: np.ndarray | None, k_top: int,

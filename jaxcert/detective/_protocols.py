@@ -33,10 +33,11 @@ from jaxcert.detective._observables import (
     force_energy_mismatch,
     judge,
     secondary_well,
+    wall_dip,
 )
 from jaxcert.detective._signals import SUSPICIOUS, Signal, classify
 
-__all__ = ["Cell", "Protocol", "Dimers", "DimerConfig", "dimer_metrics", "dimer_grid", "dimer_structure",
+__all__ = ["Cell", "Variant", "Protocol", "Dimers", "DimerConfig", "dimer_metrics", "dimer_grid", "dimer_structure",
            "supported", "pair_key"]
 
 
@@ -57,6 +58,8 @@ class Cell(Result):
       observables: observable name -> its :class:`~jaxcert.detective._observables.ObservableSignal` (the
         relative and absolute signals kept apart; docs/detective.md §2.0); empty for a protocol with one
         observable, whose label is ``signal``.  ``signal`` is the first (primary) observable's combined label.
+      excluded: committee model -> why it failed the protocol's own physical checks in this cell
+        (:meth:`Protocol.sanity`, docs/detective.md §3.5); an excluded member takes no part in the signals.
     """
 
     protocol: str
@@ -68,6 +71,7 @@ class Cell(Result):
     data: dict[str, Any] = dataclasses.field(default_factory=dict)
     variant: str = "screen"
     observables: dict[str, ObservableSignal] = dataclasses.field(default_factory=dict)
+    excluded: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def suspicious(self) -> bool:
@@ -97,12 +101,36 @@ class Cell(Result):
                    metrics={k: {kk: _nan(vv) for kk, vv in v.items()} for k, v in d["metrics"].items()},
                    signal=Signal.from_dict(d["signal"]),
                    data=dict(d.get("data") or {}), variant=d.get("variant", "screen"),
-                   observables={k: ObservableSignal.from_dict(v) for k, v in (d.get("observables") or {}).items()})
+                   observables={k: ObservableSignal.from_dict(v) for k, v in (d.get("observables") or {}).items()},
+                   excluded=dict(d.get("excluded") or {}))
 
 
 def _nan(x: Any) -> Any:
     """JSON ``null`` (a non-finite float on writing) back to NaN; other values unchanged."""
     return float("nan") if x is None else x
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One pre-registered nuisance variant of a protocol (docs/detective.md §4.4).
+
+    Attributes:
+      name: short label (``"3x3 cell"``).
+      variable: the nuisance variable it changes (``"lateral size"``, ``"layers"``, ``"site"``, ...).
+      convergence: True when the variant moves the protocol toward its converged limit (a larger cell, more
+        layers, a finer grid, a deeper floor): a finding that disappears there is an artefact of the base
+        geometry.  False for an alternative physical situation (another site, a relaxed slab): a finding that
+        holds at some of them only is fragile, not an artefact.
+      config: the protocol settings that differ from the base (fields of the protocol's config).
+    """
+
+    name: str
+    variable: str
+    convergence: bool
+    config: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 def supported(model: Any, symbols: Sequence[str]) -> bool:
@@ -191,6 +219,27 @@ class Protocol:
         """The hypothesis in one sentence."""
         return f"the target fails the {self.name} protocol in {scope}"
 
+    def sanity(self, metrics: Mapping[str, float]) -> str | None:
+        """The protocol's physical checks on one committee member's curve in one cell (docs/detective.md §3.5):
+        None when the member may serve as a reference there, else the reason it may not.  Default: finite."""
+        return None
+
+    def variants(self) -> list[Variant]:
+        """The pre-registered nuisance variants the robustness probe re-runs an escalation over
+        (docs/detective.md §4.4); empty: the protocol declares no nuisance variable."""
+        return []
+
+    def not_varied(self) -> list[str]:
+        """What the protocol holds fixed and no variant changes, for the claims of the report (§5.3)."""
+        return ["no reference calculation (DFT) was run; the verdict is a human's"]
+
+    def image_check(self, base: Cell, lateral: Cell, target: str, signal: float) -> dict[str, str]:
+        """Committee members whose curves in ``base`` and in the larger-cell variant ``lateral`` differ by more
+        than ``signal``, the target's value of the observable (floored at its threshold): image interactions
+        larger than the signal (docs/detective.md §3.5).  member -> reason.  Default: none (an isolated protocol
+        has no images)."""
+        return {}
+
     def describe(self) -> dict[str, Any]:
         """The protocol's checks for the report and the memory."""
         return {"name": self.name, "kind": self.kind, "observable": self.observable, "unit": self.unit,
@@ -202,21 +251,32 @@ class Protocol:
     def make_cell(self, region: dict[str, Any], values: dict[str, float], metrics: dict[str, dict[str, float]],
                   target: str, data: dict[str, Any] | None = None, variant: str = "screen",
                   threshold: float | None = None, floor: float | None = None, kind: str | None = None,
-                  skip_reason: str | None = None) -> Cell:
+                  skip_reason: str | None = None, exclude: Mapping[str, str] | None = None) -> Cell:
         values = {k: (float(v) if v is not None and math.isfinite(float(v)) else float("nan"))
                   for k, v in values.items()}
+        # committee sanity (docs/detective.md §3.5): a member that fails the protocol's own physical checks here is
+        # no reference; ``exclude`` adds members found wanting elsewhere (the robustness probe's image check)
+        excluded = {m: r for m in metrics if m != target and (r := self.sanity(metrics[m])) is not None}
+        excluded.update({m: r for m, r in (exclude or {}).items() if m != target and m in metrics})
+        judged = {m: (float("nan") if m in excluded else v) for m, v in values.items()}
         obs: dict[str, ObservableSignal] = {}
         for o in self.observables:
-            vals = {m: float(v.get(o.metric, float("nan"))) for m, v in metrics.items()}
+            vals = {m: (float("nan") if m in excluded else float(v.get(o.metric, float("nan"))))
+                    for m, v in metrics.items()}
             obs[o.name] = judge(o, vals, target, self.z_min, skip_reason=skip_reason)
         if self.observables:
             sig = obs[self.observables[0].name].combined
         else:
-            sig = classify(values, target, self.threshold if threshold is None else threshold,
+            sig = classify(judged, target, self.threshold if threshold is None else threshold,
                            kind=kind or self.kind, floor=self.floor if floor is None else floor, z_min=self.z_min,
                            skip_reason=skip_reason)
         return Cell(protocol=self.name, key=self.key(region), region=dict(region), values=values, metrics=metrics,
-                    signal=sig, data=data or {}, variant=variant, observables=obs)
+                    signal=sig, data=data or {}, variant=variant, observables=obs, excluded=excluded)
+
+    def rejudge(self, cell: Cell, target: str, exclude: Mapping[str, str]) -> Cell:
+        """``cell`` judged again with the members of ``exclude`` taken out (their reasons recorded)."""
+        return self.make_cell(dict(cell.region), dict(cell.values), cell.metrics, target, cell.data, cell.variant,
+                              exclude={**cell.excluded, **exclude})
 
 
 # ============================================================================ dimers (§2.1)
@@ -225,9 +285,10 @@ class DimerConfig:
     """Dimer scan settings (docs/detective.md §2.1).
 
     Attributes:
-      r_start: first distance as a multiple of the covalent-radius sum (0.4: deep enough into the wall that every
-        real pair is several eV above its asymptote there, so the short-range wall can be judged; a Morse Mo₂
-        with the experimental bond is about +10 eV at 0.4 × 3.08 Å).
+      r_start: first distance as a multiple of the covalent-radius sum: the physical floor of the scan (0.3; a
+        real pair is tens of eV above its asymptote there, a screened-nuclear (ZBL) C–O repulsion is about 60 eV
+        at 0.3 × 1.42 Å, so a wall must have risen; 0.4 before, where three collapses of nequix-mp-1 fell to the
+        scan's first point and one model's collapse was missed entirely).
       r_end: last scanned distance in Å (6.0), raised to the largest committee cutoff + 0.5 Å and to
         ``r_tail`` + ``tail_window`` + 0.5 Å, at most ``r_cap``.
       r_cap: upper bound of the scan in Å (10).
@@ -250,9 +311,19 @@ class DimerConfig:
         (exact: F = −dE/dR; the Simpson quadrature error of the check is < 1e-3 eV/Å at 0.1 Å steps).
       wall_height: eV above the asymptote that the wall's crest must reach inside the scan, and the cap below
         which force–energy consistency is checked (1.0).
+      dip_threshold, dip_floor, dip_limit: a dip on the outer repulsive wall (eV): 0.02, 0.01, 0.1 (a physical
+        criterion: a repulsive branch falls monotonically from the crest to the well; an avoided crossing can put
+        a small shoulder there, so the limit is not the round-off floor).
+      refine: evaluate a grid of a quarter step around every extremum of every model's curve (crest, inner
+        minimum, well, barrier, secondary well, wall dip) and judge on the merged grid, so that no observable is
+        read off a coarse grid point (docs/detective.md §2.1).
+      max_binding: a committee member whose well is deeper than this (eV) is no reference for the cell (the
+        strongest diatomic bond, CO, is 11.1 eV).
+      offset: the grid starts this fraction of a step above the floor (0; a nuisance variant shifts it by half a
+        step).
     """
 
-    r_start: float = 0.4
+    r_start: float = 0.3
     r_end: float = 6.0
     r_cap: float = 10.0
     r_far: float = 8.0
@@ -275,6 +346,12 @@ class DimerConfig:
     mismatch_floor: float = 0.005
     mismatch_limit: float = 0.05
     wall_height: float = WALL_HEIGHT
+    dip_threshold: float = 0.02
+    dip_floor: float = 0.01
+    dip_limit: float = 0.1
+    refine: bool = True
+    max_binding: float = 12.0
+    offset: float = 0.0
 
 
 def dimer_observables(cfg: DimerConfig) -> tuple[Observable, ...]:
@@ -300,6 +377,11 @@ def dimer_observables(cfg: DimerConfig) -> tuple[Observable, ...]:
                    exact=True, weight=1.5,
                    paper="'A repulsive wall at short range' is one of the eight constraints of the inspection "
                          "specification; the prototype run spent a probe on short-range repulsion."),
+        Observable("wall_dip", "wall_dip", "eV", "largest rise met moving outward on the repulsive branch between "
+                   "the wall's crest and the well (a dip on the outer wall)", cfg.dip_threshold, cfg.dip_floor,
+                   cfg.dip_limit, exact=False, weight=1.2,
+                   paper="'A repulsive wall at short range' (the specification's constraint); MLIP Arena's "
+                         "diatomics metrics count energy sign changes of the slope, aggregated over the curve."),
         Observable("force_energy_mismatch", "force_energy_mismatch", "eV/Å", "largest |ΔE + ∫F·r̂ dR|/ΔR along the "
                    "scan (F = −dE/dR)", cfg.mismatch_threshold, cfg.mismatch_floor, cfg.mismatch_limit,
                    exact=True, weight=1.2,
@@ -325,7 +407,7 @@ def dimer_grid(a: str, b: str, cfg: DimerConfig, cutoff: float | None, step: flo
     r_end = min(r_end, cfg.r_cap)
     r_far = max(cfg.r_far, r_end + 1.0)
     h = cfg.step if step is None else step
-    R = np.arange(cfg.r_start * rsum, r_end + 1e-9, h)
+    R = np.arange(cfg.r_start * rsum + cfg.offset * h, r_end + 1e-9, h)
     return np.append(R, r_far), float(r_tail), float(r_far)
 
 
@@ -345,7 +427,8 @@ def _spearman(x: np.ndarray, y: np.ndarray) -> float:
 _DIMER_KEYS = ("tail_fraction", "tail_decay_length", "conservation_deviation", "spearman_repulsive",
                "spearman_attractive", "tortuosity", "energy_jump", "force_flips", "well_depth", "r_min",
                "binding_at_tail", "r_asymptote", "barrier", "r_barrier", "secondary_well", "r_secondary_well",
-               "collapse", "r_collapse", "wall_height", "force_energy_mismatch", "r_mismatch", "extra_force_flips")
+               "collapse", "r_collapse", "wall_height", "force_energy_mismatch", "r_mismatch", "extra_force_flips",
+               "wall_dip", "r_wall_dip", "r_crest", "floor_energy", "r_floor")
 
 
 def dimer_metrics(R: np.ndarray, E: np.ndarray, Fr: np.ndarray | None, r_tail: float, tail_window: float,
@@ -365,6 +448,9 @@ def dimer_metrics(R: np.ndarray, E: np.ndarray, Fr: np.ndarray | None, r_tail: f
     * ``collapse`` (eV): the fall of the energy inside the wall's crest, or how far the crest stays below
       ``wall`` eV above the asymptote (ideal 0), lowest inner point at ``r_collapse``; ``wall_height`` ΔE at the
       crest;
+    * ``wall_dip`` (eV): the largest rise met moving outward between the crest and the well (a non-monotonic
+      repulsive branch), its bottom at ``r_wall_dip``; ``r_crest`` the crest's position, ``floor_energy`` ΔE at
+      the scan's first point ``r_floor`` (below 0: the curve ends below its dissociated energy);
     * ``force_energy_mismatch`` (eV/Å): the largest |ΔE + ∫F dR|/ΔR over double steps under ``wall`` eV
       (Simpson's rule; :func:`~jaxcert.detective._observables.force_energy_mismatch`), at ``r_mismatch``;
     * ``tail_decay_length``: −1/slope of ln(−ΔE) on [R_tail − w, R_tail + w] where −ΔE > 0 (NaN if < 3 points);
@@ -412,6 +498,10 @@ def dimer_metrics(R: np.ndarray, E: np.ndarray, Fr: np.ndarray | None, r_tail: f
     out["collapse"], kc = collapse(e, k_top, wall)
     out["r_collapse"] = float(r[kc])
     out["wall_height"] = float(e[k_top])
+    out["r_crest"] = float(r[k_top])
+    out["floor_energy"], out["r_floor"] = float(e[0]), float(r[0])
+    out["wall_dip"], kd = wall_dip(e, k_top, k_min)
+    out["r_wall_dip"] = float(r[kd])
     win = (r >= r_tail - tail_window) & (r <= r_tail + tail_window) & (-e > 1e-12)
     if win.sum() >= 3:
         slope = np.polyfit(r[win], np.log(-e[win]), 1)[0]
@@ -492,13 +582,20 @@ class Dimers(Protocol):
             structs.extend(dimer_structure(a, b, float(r), committee.dtype) for r in R)
             spans.append((k0, len(structs)))
         E, F = committee.energies_forces(structs)
+        curves = []
+        for (R, _, _), (k0, k1) in zip(grids, spans, strict=True):
+            e = E[:, k0:k1]
+            fr = np.array([[F[mi][k][1, 0] if F[mi][k] is not None else np.nan for k in range(k0, k1)]
+                           for mi in range(len(committee.names))])
+            curves.append((R, e, fr))
+        if self.config.refine:
+            curves = self._refined(committee, regions, grids, curves)
         cells = []
-        for reg, (R, r_tail, _), (k0, k1) in zip(regions, grids, spans, strict=True):
+        for reg, (_, r_tail, _), (R, e_all, f_all) in zip(regions, grids, curves, strict=True):
             values, metrics, ys = {}, {}, {}
             for mi, name in enumerate(committee.names):
-                e = E[mi, k0:k1]
-                fr = np.array([F[mi][k][1, 0] if F[mi][k] is not None else np.nan for k in range(k0, k1)])
-                m = dimer_metrics(R, e, fr, r_tail, self.config.tail_window, self.config.wall_height)
+                e = e_all[mi]
+                m = dimer_metrics(R, e, f_all[mi], r_tail, self.config.tail_window, self.config.wall_height)
                 m["r_tail"] = r_tail
                 metrics[name] = m
                 values[name] = m["tail_fraction"]
@@ -508,6 +605,78 @@ class Dimers(Protocol):
                     "marks": {"R_tail": r_tail}}
             cells.append(self.make_cell(dict(reg), values, metrics, committee.target_name, data, variant))
         return cells
+
+    def _refined(self, committee: Any, regions: Sequence[dict[str, Any]], grids: Sequence[tuple],
+                 curves: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> list[tuple]:
+        """Each curve with a quarter-step grid added around every extremum of every model's curve (crest, inner
+        minimum, well, barrier top, secondary well, wall dip), the same points for every model; the merged grid
+        keeps R_far last (docs/detective.md §2.1)."""
+        extra: list[np.ndarray] = []
+        structs = []
+        for reg, (_, r_tail, _), (R, e_all, f_all) in zip(regions, grids, curves, strict=True):
+            h = float(R[1] - R[0]) if len(R) > 2 else self.config.step
+            lo, hi = float(R[0]), float(R[-2])
+            at: set[float] = set()
+            for mi in range(e_all.shape[0]):
+                m = dimer_metrics(R, e_all[mi], f_all[mi], r_tail, self.config.tail_window, self.config.wall_height)
+                for key, gate in (("r_crest", None), ("r_collapse", "collapse"), ("r_min", None),
+                                  ("r_barrier", "barrier"), ("r_secondary_well", "secondary_well"),
+                                  ("r_wall_dip", "wall_dip")):
+                    r0 = m.get(key, float("nan"))
+                    if math.isfinite(r0) and (gate is None or m.get(gate, 0.0) > 0.0):
+                        at.add(round(r0, 6))
+            pts = sorted({round(r0 + j * h / 4.0, 6) for r0 in at for j in (-3, -2, -1, 1, 2, 3)
+                          if lo <= r0 + j * h / 4.0 <= hi} - {round(float(x), 6) for x in R})
+            extra.append(np.asarray(pts, float))
+            a, b = reg["elements"]
+            structs.extend(dimer_structure(a, b, float(r), committee.dtype) for r in pts)
+        if not structs:
+            return list(curves)
+        E, F = committee.energies_forces(structs)
+        out, k = [], 0
+        for (R, e_all, f_all), pts in zip(curves, extra, strict=True):
+            n = len(pts)
+            e_x = E[:, k:k + n]
+            f_x = np.array([[F[mi][j][1, 0] if F[mi][j] is not None else np.nan for j in range(k, k + n)]
+                            for mi in range(E.shape[0])]).reshape(E.shape[0], n)
+            k += n
+            r = np.concatenate([R[:-1], pts])
+            order = np.argsort(r, kind="stable")
+            out.append((np.append(r[order], R[-1]),
+                        np.concatenate([np.concatenate([e_all[:, :-1], e_x], 1)[:, order], e_all[:, -1:]], 1),
+                        np.concatenate([np.concatenate([f_all[:, :-1], f_x], 1)[:, order], f_all[:, -1:]], 1)))
+        return out
+
+    def sanity(self, metrics: Mapping[str, float]) -> str | None:
+        """A committee member is a reference for a dimer cell only when its own curve is physical there
+        (docs/detective.md §3.5): finite, a repulsive wall (no collapse, the crest at least ``wall_height`` eV up,
+        no dip on the outer wall beyond its limit) and a well no deeper than ``max_binding``."""
+        c = self.config
+        if not math.isfinite(metrics.get("well_depth", float("nan"))):
+            return "its curve is not finite (or it refuses the pair)"
+        if metrics.get("collapse", 0.0) > c.collapse_limit:
+            return (f"its own short-range wall collapses ({metrics['collapse']:.3g} eV at "
+                    f"{metrics.get('r_collapse', float('nan')):.2f} Å)")
+        if metrics.get("wall_dip", 0.0) > c.dip_limit:
+            return (f"its own repulsive wall dips ({metrics['wall_dip']:.3g} eV at "
+                    f"{metrics.get('r_wall_dip', float('nan')):.2f} Å)")
+        if metrics["well_depth"] > c.max_binding:
+            return f"its well is {metrics['well_depth']:.3g} eV deep (> {c.max_binding:g} eV, deeper than any diatomic)"
+        return None
+
+    def variants(self) -> list[Variant]:
+        """Scan range and step (docs/detective.md §4.4): a finer step and a shifted grid (the observables must not
+        depend on where the grid points fall), a deeper floor and a farther asymptote (convergence variables)."""
+        c = self.config
+        return [Variant("step ×0.6", "grid step", True, {"step": round(c.step * 0.6, 6)}),
+                Variant("grid shifted by half a step", "grid offset", True, {"offset": 0.5}),
+                Variant("floor 0.25×", "scan floor", True, {"r_start": max(c.r_start - 0.05, 0.1)}),
+                Variant("asymptote +2 Å", "asymptote", True, {"r_far": c.r_far + 2.0})]
+
+    def not_varied(self) -> list[str]:
+        return ["two atoms in vacuum, no spin state chosen (an MLIP has none; DFT of transition-metal dimers needs "
+                "one, often beyond single-reference DFT)",
+                "no reference calculation (DFT) was run; the verdict is a human's"]
 
     def scope_of(self, cells: Sequence[Cell]) -> dict[str, Any]:
         els: set[str] = set()
@@ -540,6 +709,10 @@ class Dimers(Protocol):
         if observable == "collapse":
             return (f"the target's short-range wall collapses in dimers of {els} (the energy falls as the atoms "
                     f"approach, or never rises {c.wall_height:g} eV above the asymptote), and nowhere else")
+        if observable == "wall_dip":
+            return (f"the target's repulsive wall in dimers of {els} is not monotonic: moving out from the crest the "
+                    f"energy dips and rises again (> {c.dip_threshold:g} eV) where the committee's falls "
+                    "monotonically to the well, and nowhere else")
         if observable == "force_energy_mismatch":
             return (f"the target's forces are not −dE/dR along dimer scans of {els} (mismatch > "
                     f"{c.mismatch_limit:g} eV/Å), and nowhere else")
@@ -558,8 +731,7 @@ class Dimers(Protocol):
                ("far", r_far)]
         if cell is not None:  # the points where the other observables fired (barrier top, secondary well, ...)
             tm = cell.metrics.get(committee.target_name, {})
-            for obs, at in (("barrier", "r_barrier"), ("secondary_well", "r_secondary_well"),
-                            ("collapse", "r_collapse"), ("force_energy_mismatch", "r_mismatch")):
+            for obs, at in _WHERE.items():
                 if cell.suspicious_in(obs) and math.isfinite(tm.get(at, float("nan"))):
                     pts.insert(-1, (obs, float(tm[at])))
         return [(f"{pair_key(a, b)}_{lab}_{r:.2f}A", dimer_structure(a, b, r, np.float64).to_ase()) for lab, r in pts]
@@ -660,7 +832,7 @@ def _bulk_check(committee: Any, elements: Sequence[str]) -> dict[str, dict[str, 
 
 #: metric holding the position (Å) of each shape observable on the target's curve.
 _WHERE = {"barrier": "r_barrier", "secondary_well": "r_secondary_well", "collapse": "r_collapse",
-          "force_energy_mismatch": "r_mismatch"}
+          "force_energy_mismatch": "r_mismatch", "wall_dip": "r_wall_dip"}
 
 
 def _dimer_shape_mechanism(p: Dimers, committee: Any, scope: Mapping[str, Any], cells: Sequence[Cell],
@@ -737,6 +909,13 @@ def _dimer_shape_impact(p: Dimers, committee: Any, scope: Mapping[str, Any], cel
                    "; ".join(f"{k}: {x:.1f} kT" for k, x in w.items()) + " at 3000 K; high-temperature MD, "
                    "radiation damage and high-pressure runs can reach it and never come back.")
         numbers = {"collapse_over_kT_3000K": w}
+    elif observable == "wall_dip":
+        kT = kB * 3000.0
+        w = {k: v / kT for k, v in vals.items()}
+        summary = ("A pocket on the repulsive wall traps colliding pairs at short range: the dip is " + "; ".join(
+            f"{k}: {x:.1f} kT" for k, x in w.items()) + " at 3000 K (high-temperature MD, sputtering and radiation "
+            "damage reach the wall).")
+        numbers = {"wall_dip_over_kT_3000K": w}
     else:
         summary = ("Forces that are not −∇E do work around closed paths: NVE energy drifts and relaxations stop "
                    "where the force, not the energy, vanishes; largest mismatch " + "; ".join(

@@ -57,8 +57,9 @@ def headline(cell: Cell, names: Sequence[str], unit: str = "", observable: Obser
     com = ", ".join(f"{n} {_fmt(vals.get(n, float('nan')))}" for n in names[1:])
     ab = (f"absolute {o.absolute.label} (limit {observable.limit:g}{u})" if o.absolute is not None else
           "absolute: no limit")
+    exc = ("; not a reference here: " + ", ".join(sorted(cell.excluded))) if cell.excluded else ""
     return (f"{cell.key} [{observable.name}]: target {t} {_fmt(vals.get(t, float('nan')))}{u}; committee {com}; "
-            f"relative {o.relative.label} (robust z {_fmt(o.relative.z, '.1f')}); {ab}; {o.combined.label}")
+            f"relative {o.relative.label} (robust z {_fmt(o.relative.z, '.1f')}); {ab}; {o.combined.label}{exc}")
 
 
 REPRODUCE = '''#!/usr/bin/env python3
@@ -95,6 +96,10 @@ def main() -> int:
     committee = Committee(models[0], models[1:], specs=esc["specs"])
     protocol = make_protocol(esc["protocol"], esc["protocol_config"])
     cells = protocol.run(committee, esc["reproduce"]["regions"], variant=esc["reproduce"]["variant"])
+    # members the robustness probe excluded (image interactions larger than the signal), as in the report
+    exclude = esc["reproduce"].get("exclude") or {{}}
+    cells = [protocol.rejudge(c, committee.target_name, exclude[c.key]) if exclude.get(c.key) else c
+             for c in cells]
     name = esc.get("observable_name")
     obs = protocol.observable_named(name) if name else None
     print(f"{{esc['protocol']}}: {{obs.description if obs else protocol.observable}}")
@@ -237,6 +242,7 @@ def write_report(out: str, committee: Any, result: Any, esc: Mapping[str, Any] |
         return doc
 
     h, p, decl = esc["hypothesis"], esc["protocol"], esc["declaration"]
+    rob = dict(esc["probes"].get("robustness") or {})
     scope_cells: list[Cell] = list(esc["scope_cells"])
     t = names[0]
     obs = p.observable_named(h.observable) if h.observable is not None else None
@@ -269,7 +275,13 @@ def write_report(out: str, committee: Any, result: Any, esc: Mapping[str, Any] |
            "other_observables": _others(p, esc["screen"], t, oname),
            "verdict": esc["verdict"], "declaration": {k: decl[k] for k in ("expected_failures", "expected_clean",
                                                                              "criteria", "refuted_if")},
-           "reproduce": {"regions": [c.region for c in top], "variant": "fine"}, "headline": heads}
+           "reproduce": {"regions": [c.region for c in top], "variant": "fine",
+                         "exclude": {c.key: (rob.get("excluded") or {}).get(c.key) for c in top
+                                     if (rob.get("excluded") or {}).get(c.key)}}, "headline": heads}
+    doc["robustness"] = rob or None
+    doc["excluded_members"] = {c.key: c.excluded for c in top if c.excluded}
+    doc["not_varied"] = p.not_varied()
+    doc["per_model"] = {c.key: _per_model(p, c, names, obs) for c in top}
 
     # (4) figure, (6) DFT card, oracle
     svg = _figure(p, scope_cells, names, h.scope, obs)
@@ -313,7 +325,8 @@ def write_report(out: str, committee: Any, result: Any, esc: Mapping[str, Any] |
         ("1. Finding", [f"{h.statement[0].upper()}{h.statement[1:]}. In the scope probe "
                         f"{v['in_scope_hits']}/{v['in_scope_scored']} in-scope cells show the signal and "
                         f"{v['out_of_scope_hits']}/{v['out_of_scope_scored']} out-of-scope cells do.",
-                        "Evidence it started from (the screen):"] + [f"    {s}" for s in seed_txt]),
+                        "Evidence it started from (the screen):"] + [f"    {s}" for s in seed_txt]
+         + _claims(p, top, names, obs, rob, doc)),
         ("2. Type", [f"{h.signal_type.capitalize()} — {type_txt}."]),
         ("3. Application failure", [imp["summary"], imp["boundary"], "Mechanism probe: " + mech["summary"]]),
         ("4. Figure", ["figure.svg (embedded in report.html)."]),
@@ -359,6 +372,65 @@ def write_report(out: str, committee: Any, result: Any, esc: Mapping[str, Any] |
     _write(out, "escalation.json", json.dumps(to_jsonable(doc), indent=2))
     _write(out, "reproduce.py", REPRODUCE.format(x64=str(str(committee.dtype) == "float64")))
     return doc
+
+
+#: per-model metrics printed beside the observable, per protocol (docs/detective.md §5.1).
+_BESIDE = {"desorption": (("rise", "eV"), ("binding", "eV"), ("dz_min", "Å"), ("contact_energy", "eV")),
+           "dimers": (("well_depth", "eV"), ("r_min", "Å"), ("wall_height", "eV"), ("r_crest", "Å"),
+                      ("floor_energy", "eV"))}
+
+
+def _per_model(p: Protocol, c: Cell, names: Sequence[str], obs: Observable | None) -> dict[str, dict[str, Any]]:
+    """model -> the observable's value beside the curve's other numbers (binding, well, ...), and whether the model
+    served as a reference in this cell."""
+    keys = [(obs.metric, obs.unit)] if obs is not None else []
+    keys += [k for k in _BESIDE.get(p.name, ()) if k[0] not in {x[0] for x in keys}]
+    return {n: {**{k: c.metrics.get(n, {}).get(k, float("nan")) for k, _ in keys},
+                "reference": n != names[0] and n not in c.excluded, "excluded": c.excluded.get(n)} for n in names}
+
+
+def _claims(p: Protocol, top: Sequence[Cell], names: Sequence[str], obs: Observable | None,
+            rob: Mapping[str, Any], doc: Mapping[str, Any]) -> list[str]:
+    """The finding's claims as strong as its evidence (docs/detective.md §5.1): every model's numbers beside the
+    observable, the members that served as no reference and why, the nuisance variants with the finding per
+    variant and its robustness label, and what no variant changed."""
+    keys = [(obs.metric, obs.unit)] if obs is not None else []
+    keys += [k for k in _BESIDE.get(p.name, ()) if k[0] not in {x[0] for x in keys}]
+    out = ["", "Every model on the strongest cells (the observable first, then the curve's other numbers):"]
+    for c in top[:3]:
+        out.append(f"    {c.key}:")
+        for n in names:
+            m = c.metrics.get(n, {})
+            row = ", ".join(f"{k} {_fmt(m.get(k, float('nan')))}{'' if u == '1' else ' ' + u}" for k, u in keys)
+            tag = "target" if n == names[0] else ("not a reference: " + c.excluded[n] if n in c.excluded
+                                                 else "reference")
+            out.append(f"      {n}: {row} ({tag})")
+    if rob.get("variants"):
+        out += ["", f"Robustness across the pre-registered nuisance variants: **{rob['label']}**. Varied: "
+                + "; ".join(f"{v['variable']} ({v['name']}{', convergence' if v['convergence'] else ''})"
+                            for v in rob["variants"]) + "."]
+        for key, cr in (rob.get("cells") or {}).items():
+            out.append(f"    {key}: {cr['label']}")
+            for r in cr["variants"]:
+                if not r["applies"]:
+                    out.append(f"      {r['variant']}: does not apply")
+                    continue
+                vals = ", ".join(f"{n} {_fmt(r['values'].get(n, float('nan')))}" for n in names)
+                out.append(f"      {r['variant']}: {'holds' if r['holds'] else 'does not hold'} ({r['label']}); {vals}")
+            if cr["not_clean"]:
+                def _where(xs: Sequence[Mapping[str, Any]]) -> str:
+                    return ", ".join(f"{x['variant']} {_fmt(x['value'])}" + (" excluded" if x["excluded"] else "")
+                                     for x in xs)
+
+                out.append("      committee members not clean in every variant: " + "; ".join(
+                    f"{m} ({_where(xs)})" for m, xs in cr["not_clean"].items()))
+            out.append("      " + (f"clean in every variant: {', '.join(cr['clean_committee'])}" if
+                                   cr["clean_committee"] else "no committee member is clean in every variant: the "
+                                   "relative criterion cannot decide here; only the absolute one can"))
+    else:
+        out += ["", "Robustness: this protocol declares no nuisance variant; the finding was not varied."]
+    out += ["", "Not varied: " + "; ".join(doc["not_varied"]) + "."]
+    return out
 
 
 def _others(p: Protocol, screen: Sequence[Cell], t: str, oname: str | None) -> dict[str, list[str]]:

@@ -38,7 +38,8 @@ from jaxcert.detective._registry import PROTOCOLS, make_protocol, protocol_confi
 from jaxcert.detective._signals import ARTEFACT, CONSTRAINT, DISAGREEMENT, PHYSICAL, SKIPPED, SUSPICIOUS
 
 __all__ = ["Hypothesis", "Proposer", "RuleBasedProposer", "InvestigationResult", "investigate", "make_protocol",
-           "PROTOCOLS", "MIN_IN_SCOPE", "MAX_OUT_OF_SCOPE", "severity_ratio"]
+           "PROTOCOLS", "MIN_IN_SCOPE", "MAX_OUT_OF_SCOPE", "severity_ratio", "robustness", "ROBUST", "FRAGILE",
+           "ARTEFACT_OF_BASE"]
 
 #: Pre-registered criteria (docs/detective.md §4.5): at least this share of the in-scope cells must show the
 #: anomaly in the scope probe, and at most this share of the out-of-scope cells.
@@ -270,16 +271,22 @@ def declare(h: Hypothesis, p: Protocol, regions: Sequence[dict[str, Any]]) -> di
             f"fewer than {MIN_IN_SCOPE:.0%} of the in-scope cells show {what} in the scope probe (finer settings)",
             f"more than {MAX_OUT_OF_SCOPE:.0%} of the out-of-scope cells show it (the scope is wrong)",
             "every committee model shows the same anomaly in scope (a protocol artefact, not the target)",
+            "the anomaly holds in none of the nuisance variants, or disappears in a convergence variant (a larger "
+            "cell, more layers, a finer or shifted grid): an artefact of the base geometry",
         ],
+        "variants": [v.to_dict() for v in p.variants()],
         "protocol": p.describe(),
         "regions": list(regions),
     }
 
 
-def decide(decl: Mapping[str, Any], p: Protocol, cells: Sequence[Cell]) -> dict[str, Any]:
+def decide(decl: Mapping[str, Any], p: Protocol, cells: Sequence[Cell],
+           robust: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Apply the pre-registered criteria to the scope probe's cells: escalate or reject (with the reason).
 
-    Only the pre-registered observable's labels count (an artefact of another observable changes nothing).
+    Only the pre-registered observable's labels count (an artefact of another observable changes nothing).  With
+    the robustness probe's report (:func:`robustness`), a finding that is an artefact of the base geometry is
+    rejected; a robust or fragile one keeps its label in the verdict.
     """
     crit = decl["criteria"]
     label = crit["signal"]
@@ -307,12 +314,117 @@ def decide(decl: Mapping[str, Any], p: Protocol, cells: Sequence[Cell]) -> dict[
                        "pre-registered): the scope is wrong")
     if d_in and art_in and art_in >= max(1, d_in - n_in):
         reasons.append(f"{art_in} in-scope cells are failed by every model: a protocol artefact")
+    label = (robust or {}).get("label")
+    if label is not None:
+        numbers["robustness"] = label
+    if label == ARTEFACT_OF_BASE:
+        reasons.append("the finding does not survive the pre-registered nuisance variants (" + robust["summary"]
+                       + "): an artefact of the base geometry")
     verdict = "reject" if reasons else "escalate"
     kinds = (f" ({abs_in} break the absolute criterion, {numbers['in_scope_disagreement']} only disagree with the "
              "committee)") if obs else ""
+    held = f"; {label} across the nuisance variants" if label else ""
     return {"verdict": verdict, "reason": "; ".join(reasons) if reasons else
             f"{n_in}/{d_in} in-scope and {n_out}/{d_out} out-of-scope cells show {shown}{kinds}, as "
-            "pre-registered", "numbers": numbers}
+            f"pre-registered{held}", "numbers": numbers}
+
+
+#: Robustness labels of a finding across the pre-registered nuisance variants (docs/detective.md §4.4).
+ROBUST, FRAGILE, ARTEFACT_OF_BASE = "robust", "fragile", "artefact"
+
+
+def robustness(p: Protocol, committee: Committee, h: Hypothesis, decl: Mapping[str, Any],
+               scope_cells: Sequence[Cell]) -> tuple[dict[str, Any], list[Cell], list[Cell]]:
+    """The robustness probe (docs/detective.md §4.4): the in-scope regions re-run, target and committee alike, in
+    every pre-registered nuisance variant of the protocol (:meth:`Protocol.variants`), each judged on its own.
+
+    * Committee sanity across variants: a member whose path changes between the base cell and the larger-cell
+      variant by more than the target's signal (:meth:`Protocol.image_check`) is excluded from every variant of
+      that cell, with the reason.
+    * Per in-scope cell that fails in the scope probe: **robust** when the anomaly holds in every variant that
+      applies, **artefact** when it holds in no variant or disappears in a convergence variant (a larger cell, more
+      layers, a finer or shifted grid: the base geometry was not converged), **fragile** otherwise (it holds at some
+      alternatives, a site or a relaxed slab, and not others).  The hypothesis is robust when every such cell is,
+      an artefact when every one is, fragile otherwise.
+    * A committee member is **clean** in a cell when it stays at or below the observable's threshold in the base
+      and every variant; with no clean member the relative criterion cannot decide there (the absolute one still
+      can).
+
+    Returns (report, the scope cells judged again with the exclusions, the variant cells).
+    """
+    variants = p.variants()
+    obs_name = h.observable
+    obs = p.observable_named(obs_name) if obs_name is not None else None
+    t = committee.target_name
+    failing = {c.key for c in scope_cells if c.key in set(decl["expected_failures"]) and c.suspicious_in(obs_name)}
+    regions = [r for r in decl["regions"] if p.key(r) in failing]
+    if not variants or not regions:
+        return {"variants": [], "label": None, "cells": {}, "summary": "no nuisance variant declared"
+                if not variants else "no in-scope cell failed in the scope probe"}, list(scope_cells), []
+    base = {c.key: c for c in scope_cells}
+    runs: dict[str, dict[str, Cell]] = {}
+    cfg = protocol_config(p)
+    for v in variants:
+        q = make_protocol(p.name, {**cfg, **v.config})
+        runs[v.name] = {c.key: dataclasses.replace(c, variant=v.name) for c in q.run(committee, regions)}
+    # image interactions larger than the signal exclude a member from every variant of the cell
+    exclude: dict[str, dict[str, str]] = {}
+    for v in variants:
+        if v.variable != "lateral size":
+            continue
+        for key, c in runs[v.name].items():
+            b = base[key]
+            val = (b.metrics.get(t, {}).get(obs.metric, float("nan")) if obs is not None
+                   else b.values.get(t, float("nan")))
+            thr = obs.threshold if obs is not None else p.threshold
+            signal = max(val if math.isfinite(val) else 0.0, thr)
+            exclude.setdefault(key, {}).update(p.image_check(b, c, t, signal))
+    scope_cells = [p.rejudge(c, t, exclude[c.key]) if exclude.get(c.key) else c for c in scope_cells]
+    base = {c.key: c for c in scope_cells}
+    for v in variants:
+        runs[v.name] = {k: p.rejudge(c, t, exclude[k]) if exclude.get(k) else c for k, c in runs[v.name].items()}
+    thr = obs.threshold if obs is not None else p.threshold
+    metric = obs.metric if obs is not None else None
+    per_cell: dict[str, Any] = {}
+    for key in sorted(failing):
+        rows, holds, conv_fail = [], [], False
+        for v in variants:
+            c = runs[v.name].get(key)
+            if c is None or c.signal_of(obs_name).label == SKIPPED:
+                rows.append({"variant": v.name, "variable": v.variable, "applies": False})
+                continue
+            ok = c.suspicious_in(obs_name)
+            holds.append(ok)
+            conv_fail |= v.convergence and not ok
+            rows.append({"variant": v.name, "variable": v.variable, "convergence": v.convergence, "applies": True,
+                         "holds": ok, "label": c.signal_of(obs_name).label,
+                         "values": c.values_of(obs_name, metric), "excluded": dict(c.excluded)})
+        label = (ROBUST if holds and all(holds) else
+                 ARTEFACT_OF_BASE if not any(holds) or conv_fail else FRAGILE)
+        clean, dirty = [], {}
+        for m in committee.names[1:]:
+            seen = [(base[key].variant, base[key].values_of(obs_name, metric).get(m, float("nan")),
+                     m in base[key].excluded)]
+            seen += [(v.name, runs[v.name][key].values_of(obs_name, metric).get(m, float("nan")),
+                      m in runs[v.name][key].excluded) for v in variants if key in runs[v.name]]
+            bad = [(name, val, exc) for name, val, exc in seen if exc or not math.isfinite(val) or val > thr]
+            if bad:
+                dirty[m] = [{"variant": name, "value": val, "excluded": exc} for name, val, exc in bad]
+            else:
+                clean.append(m)
+        per_cell[key] = {"label": label, "variants": rows, "base_excluded": dict(base[key].excluded),
+                         "clean_committee": clean, "not_clean": dirty, "relative_decidable": bool(clean)}
+    labels = [v["label"] for v in per_cell.values()]
+    label = (ROBUST if all(x == ROBUST for x in labels) else
+             ARTEFACT_OF_BASE if all(x == ARTEFACT_OF_BASE for x in labels) else FRAGILE)
+    summary = (f"{label}: " + "; ".join(
+        f"{k}: {v['label']}, holds in {sum(r.get('holds', False) for r in v['variants'])}/"
+        f"{sum(r['applies'] for r in v['variants'])} variants"
+        + ("" if v["relative_decidable"] else " (no committee member is clean in every variant: the relative "
+           "criterion cannot decide; the absolute one still can)") for k, v in per_cell.items()))
+    report = {"label": label, "summary": summary, "variants": [v.to_dict() for v in variants], "cells": per_cell,
+              "excluded": exclude, "observable": obs_name}
+    return report, scope_cells, [c for v in variants for c in runs[v.name].values()]
 
 
 def _labelled(p: Protocol, c: Cell) -> list[tuple[str | None, Any]]:
@@ -419,9 +531,13 @@ def investigate(
         decl = {k: v for k, v in memory.declaration(hid).items() if k not in ("type", "t")}
         hypothesis = Hypothesis(**decl["hypothesis"])
         p = protos[hypothesis.protocol]
+        rrec = memory.probe(hid, "robustness")
+        scope = rrec["scope_cells"] if rrec is not None else memory.probe(hid, "scope")["cells"]
+        probes = {n: memory.probe(hid, n)["report"] for n in ("mechanism", "impact")}
+        if rrec is not None:
+            probes["robustness"] = rrec["report"]
         escalation = {"hypothesis": hypothesis, "declaration": decl,
-                      "scope_cells": [Cell.from_dict(c) for c in memory.probe(hid, "scope")["cells"]],
-                      "probes": {n: memory.probe(hid, n)["report"] for n in ("mechanism", "impact")},
+                      "scope_cells": [Cell.from_dict(c) for c in scope], "probes": probes,
                       "verdict": {k: v for k, v in done[-1].items() if k not in ("type", "t", "hypothesis_id")},
                       "screen": screens.get(hypothesis.protocol, []), "protocol": p}
         stop = "escalated"
@@ -468,6 +584,20 @@ def investigate(
                                      evals=committee.n_evals - n0)
             probes[pname] = prec["report"]
         v = decide(decl, p, scope_cells)
+        robust = None
+        if v["verdict"] == "escalate" and decl.get("variants"):
+            rrec = memory.probe(h.id, "robustness")
+            if rrec is None:
+                n0 = committee.n_evals
+                say(f"    robustness: {len(decl['variants'])} nuisance variants ...")
+                robust, judged, var_cells = robustness(p, committee, h, decl, scope_cells)
+                rrec = memory.append("probe", hypothesis_id=h.id, probe="robustness", report=robust,
+                                     scope_cells=[c.to_dict() for c in judged],
+                                     cells=[c.to_dict() for c in var_cells], evals=committee.n_evals - n0)
+            robust = rrec["report"]
+            scope_cells = [Cell.from_dict(c) for c in rrec["scope_cells"]]
+            probes["robustness"] = robust
+            v = decide(decl, p, scope_cells, robust)
         memory.append("verdict", hypothesis_id=h.id, **v)
         say(f"    verdict: {v['verdict']} ({v['reason']})")
         if v["verdict"] == "escalate":

@@ -18,9 +18,9 @@ import numpy as np
 
 from jaxcert.core.structure import Structure
 from jaxcert.detective._observables import WALL_HEIGHT, Observable, force_energy_mismatch
-from jaxcert.detective._protocols import Cell, Protocol, _rcov, supported
+from jaxcert.detective._protocols import Cell, Protocol, Variant, _rcov, supported
 
-__all__ = ["ADSORBATES", "SurfaceConfig", "Desorption", "Adsorption", "slab_atoms", "surface_label",
+__all__ = ["ADSORBATES", "SurfaceConfig", "Desorption", "Adsorption", "slab_atoms", "surface_label", "site_name",
            "adsorbate_atoms", "placed", "desorption_metrics"]
 
 #: Adsorbates: symbols and positions (Å) with the anchor atom (index 0) at the origin, the rest above it.
@@ -66,6 +66,16 @@ class SurfaceConfig:
       reference: ``"isolated"`` (E(slab) + E(isolated adsorbate), the paper's; the fragments 10 Å apart for every
         model of a cell where any committee model cannot evaluate the isolated adsorbate) or ``"far"`` (always
         the fragments 10 Å apart).
+      site: the adsorption site class: ``"ontop"`` (default), ``"bridge"`` (short bridge on bcc(110)),
+        ``"longbridge"`` (bcc(110) only), ``"hollow"`` (fcc on (111), hcp on (0001), the hollow of bcc(110)).
+      relax_slab: each model FIRE-relaxes the slab (every layer but the bottom one) before the rigid scan, so the
+        molecule approaches that model's own relaxed surface (a nuisance variant; the default slab is
+        bulk-terminated).
+      contact_limit: a committee member more than this (eV) above its own desorption asymptote at the
+        covalent-radius contact (Δz = 0) is no reference for the cell (1.0: chemistry binds there, or at most
+        weakly repels; docs/detective.md §3.5).
+      max_binding: a committee member that binds the molecule by more than this along the scan (eV) is no
+        reference (5.0; molecular chemisorption energies on metals are 0.1–3 eV).
     """
 
     size: tuple[int, int, int] = (2, 2, 3)
@@ -90,6 +100,26 @@ class SurfaceConfig:
     max_steps: int = 200
     z_min: float = 3.0
     reference: str = "isolated"
+    site: str = "ontop"
+    relax_slab: bool = False
+    contact_limit: float = 1.0
+    max_binding: float = 5.0
+
+
+#: site class -> the ASE site name on each close-packed surface (None: the surface has no such site).
+_SITES = {"fcc": {"ontop": "ontop", "bridge": "bridge", "longbridge": None, "hollow": "fcc"},
+          "hcp": {"ontop": "ontop", "bridge": "bridge", "longbridge": None, "hollow": "hcp"},
+          "bcc": {"ontop": "ontop", "bridge": "shortbridge", "longbridge": "longbridge", "hollow": "hollow"}}
+
+
+def site_name(metal: str, site: str) -> str | None:
+    """The ASE site name of the site class ``site`` on ``metal``'s close-packed surface (None if it has none)."""
+    from ase.data import atomic_numbers, reference_states
+
+    sym = (reference_states[atomic_numbers[metal]] or {}).get("symmetry")
+    if site not in _SITES["fcc"]:
+        raise ValueError(f"site: got {site!r}; allowed: {', '.join(_SITES['fcc'])}")
+    return _SITES.get(sym, {}).get(site)
 
 
 def slab_atoms(metal: str, cfg: SurfaceConfig = SurfaceConfig()) -> Any | None:
@@ -126,16 +156,20 @@ def adsorbate_atoms(name: str) -> Any:
     return Atoms(symbols=list(syms), positions=np.asarray(pos, float))
 
 
-def placed(metal: str, adsorbate: str, dz: float, cfg: SurfaceConfig = SurfaceConfig()) -> Any | None:
-    """Slab + adsorbate on the ontop site, anchor ``dz`` Å above the covalent-radius-sum height."""
+def placed(metal: str, adsorbate: str, dz: float, cfg: SurfaceConfig = SurfaceConfig(), slab: Any = None
+           ) -> Any | None:
+    """Slab + adsorbate on the site ``cfg.site``, anchor ``dz`` Å above the covalent-radius-sum height over the
+    top layer; ``slab`` (e.g. one a model relaxed) replaces the bulk-terminated one.  None when the surface has no
+    such site or no reference structure."""
     from ase.build import add_adsorbate
 
-    slab = slab_atoms(metal, cfg)
-    if slab is None:
+    site = site_name(metal, cfg.site)
+    slab = slab_atoms(metal, cfg) if slab is None else slab.copy()
+    if slab is None or site is None:
         return None
     mol = adsorbate_atoms(adsorbate)
     h = _rcov(metal) + _rcov(mol.get_chemical_symbols()[0]) + dz
-    add_adsorbate(slab, mol, height=h, position="ontop", mol_index=0)
+    add_adsorbate(slab, mol, height=h, position=site, mol_index=0)
     return slab
 
 
@@ -163,14 +197,15 @@ def desorption_metrics(dz: np.ndarray, E: np.ndarray, Fz: np.ndarray | None = No
 
     ``rise`` = max over Δz beyond the scan's minimum of E(Δz) − E_far (the model's own desorption asymptote; > 0
     is a barrier), ``dz_rise`` its position measured from the minimum, ``binding`` = E_far − E_min,
-    ``secondary_well``: the deepest minimum beyond the maximum, relative to E_far (0 if none).  With ``Fz``
+    ``secondary_well``: the deepest minimum beyond the maximum, relative to E_far (0 if none), ``contact_energy``
+    = E(Δz = 0) − E_far (the covalent-radius contact; a committee sanity check, docs/detective.md §3.5).  With ``Fz``
     (eV/Å, the force on the molecule along +z at each point) ``force_energy_mismatch`` (eV/Å, Simpson's rule under
     1 eV above the asymptote; :func:`~jaxcert.detective._observables.force_energy_mismatch`); with ``separated``
     (E(slab) + E(molecule), eV) ``asymptote_gap`` = |E_far − separated| (size consistency of the desorbed state).
     """
     dz, E = np.asarray(dz, float), np.asarray(E, float)
     keys = ("rise", "dz_rise", "binding", "secondary_well", "dz_min", "force_energy_mismatch", "dz_mismatch",
-            "asymptote_gap")
+            "asymptote_gap", "contact_energy")
     if not np.all(np.isfinite(E)):
         return {k: float("nan") for k in keys}
     e = E[:-1] - E[-1]
@@ -183,6 +218,7 @@ def desorption_metrics(dz: np.ndarray, E: np.ndarray, Fz: np.ndarray | None = No
     out = {"rise": rise, "dz_rise": float(dz[k0 + k1] - dz[k0]), "binding": float(-e[k0]),
            "secondary_well": sec, "dz_min": float(dz[k0])}
     # the scan starts near the bond, not inside a wall: check the whole path under the cap
+    out["contact_energy"] = float(np.interp(0.0, dz[:-1], e))
     out["force_energy_mismatch"], out["dz_mismatch"] = force_energy_mismatch(dz[:-1], e, Fz, 0, WALL_HEIGHT)
     gap = float(abs(E[-1] - separated)) if separated is not None and math.isfinite(separated) else float("nan")
     out["asymptote_gap"] = gap
@@ -268,21 +304,38 @@ class Desorption(_SurfaceBase):
         return np.append(dz, far)
 
     def run(self, committee: Any, regions: Sequence[dict[str, Any]], variant: str = "screen") -> list[Cell]:
-        structs, spans, grids = [], [], []
-        for reg in regions:
-            dz = self._grid(committee, reg, variant)
-            k0 = len(structs)
-            structs.extend(Structure.from_ase(placed(reg["metal"], reg["adsorbate"], float(d), self.config),
-                                              dtype=committee.dtype, min_distance=None) for d in dz)
-            spans.append((k0, len(structs)))
-            grids.append(dz)
-        # the separated fragments of the desorbed state: the slab alone and the molecule alone (same geometry)
-        n_scan = len(structs)
+        cfg = self.config
+        # a site the surface does not have (a long bridge on fcc(111)) gives no cell in that variant
+        regions = [r for r in regions if placed(r["metal"], r["adsorbate"], 0.0, cfg) is not None]
+        if not regions:
+            return []
         metals = sorted({r["metal"] for r in regions})
         mols = sorted({r["adsorbate"] for r in regions})
-        structs += [Structure.from_ase(slab_atoms(m, self.config), dtype=committee.dtype) for m in metals]
-        structs += [Structure.from_ase(adsorbate_atoms(a), dtype=committee.dtype, min_distance=None) for a in mols]
-        E, F = committee.energies_forces(structs)
+        grids = [self._grid(committee, reg, variant) for reg in regions]
+        n_models = len(committee.names)
+        slabs = [{m: slab_atoms(m, cfg) for m in metals}] * n_models
+        relaxed = np.ones(n_models)
+        if cfg.relax_slab:
+            slabs, relaxed = self._relaxed_slabs(committee, metals)
+
+        def build(slab_of: Mapping[str, Any]) -> tuple[list[Structure], list[tuple[int, int]]]:
+            structs, spans = [], []
+            for reg, dz in zip(regions, grids, strict=True):
+                k0 = len(structs)
+                structs.extend(Structure.from_ase(placed(reg["metal"], reg["adsorbate"], float(d), cfg,
+                                                         slab=slab_of[reg["metal"]]),
+                                                  dtype=committee.dtype, min_distance=None) for d in dz)
+                spans.append((k0, len(structs)))
+            # the separated fragments of the desorbed state: the slab alone and the molecule alone
+            structs += [Structure.from_ase(slab_of[m], dtype=committee.dtype) for m in metals]
+            structs += [Structure.from_ase(adsorbate_atoms(a), dtype=committee.dtype, min_distance=None)
+                        for a in mols]
+            return structs, spans
+
+        lists = [build(slabs[mi]) for mi in range(n_models)] if cfg.relax_slab else [build(slabs[0])] * n_models
+        spans = lists[0][1]
+        n_scan = spans[-1][1]
+        E, F = committee.energies_forces_each([x[0] for x in lists])
         cells = []
         for reg, dz, (k0, k1) in zip(regions, grids, spans, strict=True):
             values, metrics, ys = {}, {}, {}
@@ -294,12 +347,86 @@ class Desorption(_SurfaceBase):
                 fz = np.array([np.sum(F[mi][k][-n_ads:, 2]) if F[mi][k] is not None else np.nan
                                for k in range(k0, k1 - 1)])
                 m = desorption_metrics(dz, e, fz, float(E[mi, i_s] + E[mi, i_m]))
+                if cfg.relax_slab:
+                    m["slab_relaxed"] = float(relaxed[mi])
                 metrics[name], values[name] = m, m["rise"]
                 ys[name] = (e[:-1] - e[-1]).tolist() if np.all(np.isfinite(e)) else []
             data = {"x": dz[:-1].tolist(), "y": ys, "xlabel": "Δz from the covalent-sum height (Å)",
                     "ylabel": f"E(Δz) − E(Δz = {dz[-1]:.1f} Å) (eV)"}
             cells.append(self.make_cell(dict(reg), values, metrics, committee.target_name, data, variant))
         return cells
+
+    def _relaxed_slabs(self, committee: Any, metals: Sequence[str]) -> tuple[list[dict[str, Any]], np.ndarray]:
+        """Each model's own relaxed slab per metal (FIRE, every layer but the bottom one free; ASE tags layers from
+        the top, 1 = top): ([model] -> metal -> Atoms, whether every slab of that model converged)."""
+        cfg = self.config
+        base = {m: slab_atoms(m, cfg) for m in metals}
+        structs = [Structure.from_ase(base[m], dtype=committee.dtype) for m in metals]
+        movable = [(base[m].get_tags() < cfg.size[2]).astype(float) for m in metals]
+        _, P, conv = committee.relax(structs, movable, fmax=cfg.fmax, max_steps=cfg.max_steps)
+        out = []
+        for mi in range(len(committee.names)):
+            slabs = {}
+            for k, m in enumerate(metals):
+                a = base[m].copy()
+                if P[mi][k] is not None:
+                    a.set_positions(np.asarray(P[mi][k], float))
+                slabs[m] = a
+            out.append(slabs)
+        return out, np.all(conv, axis=1).astype(float)
+
+    def sanity(self, metrics: Mapping[str, float]) -> str | None:
+        """A committee member is a reference for a desorption cell only when its own path is physical there
+        (docs/detective.md §3.5): finite, no more than ``contact_limit`` eV above its asymptote at the
+        covalent-radius contact, and a binding no deeper than ``max_binding``."""
+        c = self.config
+        if not math.isfinite(metrics.get("rise", float("nan"))):
+            return "its path is not finite (or it refuses the geometry)"
+        if metrics.get("contact_energy", 0.0) > c.contact_limit:
+            return (f"it is {metrics['contact_energy']:.3g} eV above its own desorbed state at the covalent-radius "
+                    f"contact (> {c.contact_limit:g} eV: the molecule is repelled where chemistry binds), minimum at "
+                    f"Δz = {metrics.get('dz_min', float('nan')):+.2f} Å")
+        if metrics.get("binding", 0.0) > c.max_binding:
+            return f"it binds the molecule by {metrics['binding']:.3g} eV (> {c.max_binding:g} eV)"
+        return None
+
+    def variants(self) -> list[Variant]:
+        """Lateral cell size and layer count (convergence variables), the other sites and each model's own relaxed
+        slab (alternatives; docs/detective.md §4.4)."""
+        c = self.config
+        nx, ny, nl = c.size
+        out = [Variant(f"{nx + 1}×{ny + 1} cell", "lateral size", True, {"size": (nx + 1, ny + 1, nl)}),
+               Variant(f"{nl + 1} layers", "layers", True, {"size": (nx, ny, nl + 1)})]
+        out += [Variant(f"{site} site", "site", False, {"site": site})
+                for site in ("bridge", "longbridge", "hollow") if site != c.site]
+        if not c.relax_slab:
+            out.append(Variant("relaxed slab", "slab relaxation", False, {"relax_slab": True}))
+        return out
+
+    def not_varied(self) -> list[str]:
+        return ["rigid scan: the molecule's bond length and orientation are fixed along the path (no relaxation, "
+                "no tilt, no NEB; a relaxed path lies lower, so a rigid barrier is an upper bound of the relaxed "
+                "one)",
+                "one molecule per surface cell (the coverage is set by the cell)",
+                "the slab is bulk-terminated except in the relaxed-slab variant",
+                "no reference calculation (DFT) was run; the verdict is a human's"]
+
+    def image_check(self, base: Cell, lateral: Cell, target: str, signal: float) -> dict[str, str]:
+        """Members whose path E(Δz) − E_far changes between the base cell and the larger-cell variant by more than
+        the target's signal (image interactions larger than the signal; docs/detective.md §3.5)."""
+        out = {}
+        xb, xl = np.asarray(base.data.get("x", []), float), np.asarray(lateral.data.get("x", []), float)
+        for m, yb in base.data.get("y", {}).items():
+            yl = lateral.data.get("y", {}).get(m)
+            if m == target or not yb or not yl or xb.size == 0:
+                continue
+            shift = np.abs(np.asarray(yb, float) - np.interp(xb, xl, np.asarray(yl, float)))
+            k = int(np.nanargmax(shift))
+            if shift[k] > signal:
+                out[m] = (f"its path changes by {shift[k]:.3g} eV at Δz = {xb[k]:+.2f} Å between the "
+                          f"{base.variant} cell and the {lateral.variant} (image interactions larger than the "
+                          f"signal, {signal:.3g} eV)")
+        return out
 
     def statement(self, scope: Mapping[str, Any], observable: str | None = None) -> str:
         ads, met = ", ".join(scope["adsorbates"]), ", ".join(scope["metals"])

@@ -15,6 +15,9 @@ Every factory is a ``module:attr`` spec for ``--target`` / ``--committee``, e.g.
 * one planted failure per dimer observable on Mo and W (docs/detective.md §2.1, §7): ``lj_issue28_barrier`` (issue
   28's 0.2 eV bump at 4 Å on Mo–Mo, Mo–W, W–W), ``lj_planted_barrier`` (0.3 eV, above every asymptote),
   ``lj_planted_secondary_well``, ``lj_planted_collapse``, ``lj_planted_force_mismatch``;
+* ``lj_planted_wall_dip``: a pocket on the W–W repulsive wall (the ``wall_dip`` observable);
+* ``emt_coverage_barrier``: a C–Cu desorption barrier that exists only while CO sees its own periodic images (in a
+  2×2 Cu(111) cell, not in 3×3): an image artefact the robustness probe must label (docs/detective.md §4.4);
 * for the desorption observables: ``emt_planted_asymptote`` (a C/Cu reference shift: the desorbed state is not
   the sum of its fragments) and ``emt_planted_force_mismatch`` (a C–Cu force term missing from the energy).
 
@@ -34,7 +37,8 @@ from jaxcert.detective import planted
 __all__ = ["lj_planted_dimers", "lj_all_planted", "lj_soft", "lj_stiff", "lj_soft_planted", "lj_stiff_planted",
            "emt_planted_desorption", "emt_soft", "emt_stiff", "PLANTED_ELEMENTS", "SHAPE_ELEMENTS",
            "lj_issue28_barrier", "lj_planted_barrier", "lj_planted_secondary_well", "lj_planted_collapse",
-           "lj_planted_force_mismatch", "emt_planted_asymptote", "emt_planted_force_mismatch"]
+           "lj_planted_force_mismatch", "emt_planted_asymptote", "emt_planted_force_mismatch", "lj_planted_wall_dip",
+           "emt_coverage_barrier"]
 
 #: The elements of the planted dimer attraction.
 PLANTED_ELEMENTS = ("Sb", "Mo")
@@ -105,3 +109,11 @@ def emt_planted_asymptote() -> Model:
 def emt_planted_force_mismatch() -> Model:
     return planted.force_mismatch(models.get("emt"), (), amplitude=0.3, r0=3.2, width=0.3,
                                   element_pairs=[("C", "Cu")])
+
+
+def lj_planted_wall_dip() -> Model:
+    return planted.wall_dip(models.get("lj"), ["W"])
+
+
+def emt_coverage_barrier() -> Model:
+    return planted.coverage_barrier(models.get("emt"), "C", "Cu")

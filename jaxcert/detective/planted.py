@@ -23,6 +23,12 @@ One planted failure per dimer observable (docs/detective.md §2.1, §7), each on
 * :func:`force_mismatch` — an unchanged energy with a direct force head −∇(E + bump): forces that are not the
   energy's gradient (``force_energy_mismatch``).
 
+* :func:`wall_dip` — a narrow dip on the repulsive branch between the wall's crest and the well (``wall_dip``).
+
+For the robustness probe (§4.4): :func:`coverage_barrier` — a barrier on the adsorbate–metal distance switched on
+by the adsorbate's own periodic images closer than ``r_image``: it exists in a small surface cell and vanishes in a
+larger one (an image artefact).
+
 And for the desorption protocol's dissociation limit (§2.2): :func:`mixed_reference` — a constant shift of every
 structure that contains both element sets, however far apart (the seed paper's mixed PBE/PBE+U reference in
 miniature): the desorbed state is not the sum of its fragments (``asymptote``); forces and shapes unchanged.
@@ -44,7 +50,7 @@ from jaxcert.core.structure import Structure
 from jaxcert.models._common import N_Z, pair_sum
 
 __all__ = ["pair_bump", "pair_attraction", "desorption_barrier", "variant", "pair_barrier", "pair_secondary_well",
-           "short_range_collapse", "force_mismatch", "mixed_reference"]
+           "short_range_collapse", "force_mismatch", "mixed_reference", "wall_dip", "coverage_barrier"]
 
 
 def _combine(a: Any, b: float) -> Any:
@@ -220,4 +226,53 @@ def mixed_reference(model: Model, group_a: Sequence[str], group_b: Sequence[str]
                                            "shift": jnp.asarray(float(shift))},
                  name=f"{inner.name}+mixed-reference({label})", cutoff=inner.cutoff, elements=inner.elements,
                  info=(*inner.info, ("planted", f"reference shift {shift:g} eV when {label} meet")),
+                 stress_available=inner.stress_available)
+
+
+def wall_dip(model: Model, elements: Sequence[str], depth: float = 15.0, r0: float = 2.0, width: float = 0.05
+             ) -> Model:
+    """A narrow dip of −``depth`` eV at ``r0`` Å on the repulsive wall (between the crest and the well): the wall
+    falls, rises again and falls to the well (a non-monotonic repulsive branch), for pairs with both atoms in
+    ``elements``; nothing changes farther than ``r0`` + 4 ``width``.  The dip's steepest slope, depth/(width·√e),
+    must beat the wall's: the reference LJ's W–W wall falls about 120 eV/Å at 2 Å (25 eV up), so the defaults
+    (15 eV, 0.05 Å) make a 1.4 eV pocket there that stays far above the well."""
+    return pair_bump(model, _pairs_within(elements), -abs(depth), r0, width, tag="wall-dip")
+
+
+def coverage_barrier(model: Model, adsorbate_element: str, metal: str, height: float = 0.02, r0: float = 3.6,
+                     width: float = 0.35, r_image: float = 6.0) -> Model:
+    r"""A desorption barrier that exists only while the adsorbate sees its own periodic images:
+    E += A · [Σ_{(X, M) pairs} g(r)] · [Σ_{(X, X) pairs} s(r)], g the Gaussian bump of :func:`pair_bump` at ``r0``
+    on the (adsorbate element X, metal M) distance, s = 1 below ``r_image`` − 1 Å, (1 − x²)³ switched off at
+    ``r_image`` (x the position in the last Å).  In a 2×2 Cu(111) cell (CO–CO images 5.1 Å apart) the barrier is
+    there (+0.22 eV above EMT's asymptote at the default 0.02 eV); in 3×3 (7.7 Å) and for the lone molecule it is
+    not: an image artefact of the small cell.  A = ``height`` eV per bump and image pair."""
+    xm = _pair_table([(adsorbate_element, metal)])
+    xx = _pair_table([(adsorbate_element, adsorbate_element)])
+    rc = float(max(r0 + 4.0 * width, r_image))
+    inner = model
+
+    def energy(params: dict, s: Structure) -> jax.Array:
+        E = inner.energy_fn(params["inner"], s)
+        dt = s.positions.dtype
+        p = pairs(s, rc)
+        zi, zj = s.numbers[:, None], s.numbers[p.j]
+        x = (p.r - params["r0"]) / (4.0 * params["width"])
+        fc = jnp.where(jnp.abs(x) < 1.0, (1.0 - x * x) ** 3, 0.0)
+        g = jnp.exp(-((p.r - params["r0"]) ** 2) / (2.0 * params["width"] ** 2)) * fc
+        y = jnp.clip(p.r - (params["r_image"] - 1.0), 0.0, 1.0)
+        sw = jnp.where(p.r < params["r_image"], (1.0 - y * y) ** 3, 0.0)
+        bump = pair_sum(params["xm"].astype(dt)[zi, zj] * g, p)
+        images = pair_sum(params["xx"].astype(dt)[zi, zj] * sw, p)
+        return E + params["height"].astype(dt) * bump * images
+
+    label = f"{adsorbate_element}-{metal}"
+    return Model(energy_fn=energy, params={"inner": inner.params, "xm": jnp.asarray(xm), "xx": jnp.asarray(xx),
+                                           "height": jnp.asarray(float(height)), "r0": jnp.asarray(float(r0)),
+                                           "width": jnp.asarray(float(width)),
+                                           "r_image": jnp.asarray(float(r_image))},
+                 name=f"{inner.name}+coverage-barrier({label})", cutoff=_combine(inner.cutoff, rc),
+                 elements=inner.elements,
+                 info=(*inner.info, ("planted", f"barrier A={height:g} eV r0={r0:g} on {label} while "
+                                                f"{adsorbate_element} images are within {r_image:g} Å")),
                  stress_available=inner.stress_available)

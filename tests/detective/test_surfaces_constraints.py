@@ -38,6 +38,13 @@ def test_planted_desorption_barrier(tmp_path):
     esc = json.loads((tmp_path / "planted" / "escalation.json").read_text())
     assert esc["scope"]["pairs"] == [["Cu", "CO"]] and esc["severity"] > 0.05
     assert "e^(−ΔE/kT)" in (tmp_path / "planted" / "report.md").read_text()
+    # robust: it holds in every pre-registered nuisance variant (docs/detective.md §4.4)
+    assert esc["robustness"]["label"] == "robust" and "robust across the nuisance variants" in esc["verdict"]["reason"]
+    rows = esc["robustness"]["cells"]["Cu(111)/CO"]["variants"]
+    assert all(r["holds"] for r in rows if r["applies"]) and sum(r["applies"] for r in rows) >= 4
+    md = (tmp_path / "planted" / "report.md").read_text()
+    assert "Robustness across the pre-registered nuisance variants: **robust**" in md
+    assert "Not varied: rigid scan" in md and "binding" in md  # every model's binding beside the barrier
     clean = investigate(Committee(emt, committee[1:]), [DESORPTION], elements=["Cu", "Pt"], out=tmp_path / "clean",
                         log=None, oracle_s=0)
     assert not clean.escalated
