@@ -76,6 +76,9 @@ def main() -> None:
             "escalated": esc.get("escalated"), "hypothesis": esc.get("hypothesis"), "scope": esc.get("scope"),
             "type": esc.get("type"), "headline": esc.get("headline"), "rejected": esc.get("rejected"),
             "protocol_artefacts": esc.get("protocol_artefacts"), "n_evals": esc.get("n_evals"),
+            "robustness": (esc.get("robustness") or {}).get("label"),
+            "robustness_summary": (esc.get("robustness") or {}).get("summary"),
+            "excluded_members": esc.get("excluded_members"), "per_model": esc.get("per_model"),
             "log_tail": proc.stdout.splitlines()[-12:], "stderr_tail": proc.stderr.splitlines()[-6:],
             "report_dir": str(out.relative_to(ROOT.parent.parent))}
         print(f"{target}: rc {proc.returncode}, {wall:.0f} s, escalated {esc.get('escalated')}", flush=True)

@@ -893,8 +893,9 @@ def _dimer_shape_impact(p: Dimers, committee: Any, scope: Mapping[str, Any], cel
         kT = kB * 300.0
         w = {k: math.exp(-v / kT) for k, v in vals.items()}
         summary = ("Pair association over the spurious barrier is slowed by the Arrhenius factor e^(−ΔE/kT) at "
-                   "300 K: " + "; ".join(f"{k}: ×{x:.2g}" for k, x in w.items()) + " (gas-phase dimerisation, "
-                   "cluster nucleation and every collision that crosses the barrier's distance).")
+                   "300 K: " + "; ".join(f"{k}: ×{x:.2g}" for k, x in w.items()) + " (the barrier height ΔE alone: "
+                   "no prefactor, entropy or zero-point term; gas-phase dimerisation, cluster nucleation and every "
+                   "collision that crosses the barrier's distance).")
         numbers: dict[str, Any] = {"arrhenius_factor_300K": w}
     elif observable == "secondary_well":
         kT = kB * 300.0
