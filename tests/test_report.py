@@ -271,3 +271,19 @@ def test_report_page_notes_a_flat_three_body_panel_and_marks_the_temperature_tar
         d["three_body_vanishing"]["delta_e3"] = -0.3 * np.exp(-sep / 2) * (1 + 0.1 * k)
     page = render_report(rep)
     assert "not plotted" not in page and "ΔE₃ = 0" in page
+
+
+def test_a_substrate_far_from_the_models_equilibrium_is_noted():
+    """A per-element result that comes from a strongly stressed substrate says so (table and JSON): the reference
+    LJ scaled ×20 in energy puts diamond Si under about 1 eV/Å³; on fcc Ar it stays near equilibrium, no note."""
+    from jaxcert.detective import planted
+    from jaxcert.report.certification import STRESSED_SUBSTRATE
+
+    hard = planted.variant(_lj(), energy_scale=20.0, name="lj×20")
+    r = jaxcert.certify(hard, ["Ar", "Si"], probes="stress_consistency")
+    stressed = r.aggregate()["stressed_substrates"]
+    assert list(stressed) == ["Si"] and stressed["Si"]["stress_consistency"] > STRESSED_SUBSTRATE
+    assert "far from the model's equilibrium" in r.table() and "Si (stress_consistency" in r.table()
+    assert r.to_dict()["aggregate"]["stressed_substrates"] == stressed
+    assert cheap_report("clean").aggregate()["stressed_substrates"] == {}  # the plain LJ on Si, C: none
+    assert "far from the model's equilibrium" not in cheap_report("clean").table()

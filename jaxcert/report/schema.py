@@ -230,6 +230,7 @@ AGGREGATE_FIELDS: dict[str, tuple[Kind, bool]] = {
     "gate_profile": (_one_of(("exact", "reference")), False),
     "gates_by_profile": (OBJECT, False),
     "skipped_probes": (LIST, False),
+    "stressed_substrates": (_map_of(OBJECT), False),
 }
 #: Top level of a λ report (``lambda``, ``n_evals`` and ``skipped`` are checked against the structures).
 LAMBDA_FIELDS: dict[str, tuple[Kind, bool]] = {
