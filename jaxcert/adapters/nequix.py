@@ -40,7 +40,7 @@ import jax.numpy as jnp
 from jaxcert.adapters.frameworks import graph_energy
 from jaxcert.core.model import Model
 
-__all__ = ["DEFAULT_CAPACITY", "DEFAULT_MAX_BATCH", "CACHE_DIR", "NequixUnavailable", "load_nequix",
+__all__ = ["DEFAULT_CAPACITY", "DEFAULT_MAX_BATCH", "CACHE_DIR", "NequixUnavailable", "load_nequix", "save_nequix",
            "nequix_energy"]
 
 #: Default graph layout: ``None``, a flat edge list sized from the structure
@@ -210,5 +210,38 @@ def from_nequix(path: str | Any, dtype: str | None = None, *,
         info += (("training_data", f"nequix checkpoint config train_path: {config['train_path']}"),)
     return Model(energy_fn=fn, params=params, name=label, cutoff=cutoff, elements=elements, info=info,
                  max_batch=max_batch, edges=capacity is None)
+
+def save_nequix(model: Model, params: Any, path: str | os.PathLike[str]) -> str:
+    """Write ``params`` (a :func:`from_nequix` model's parameter pytree, e.g. repaired by
+    :func:`jaxcert.repair.repair`) as a ``.nqx`` checkpoint in nequix's own format (its config line, then
+    ``equinox.tree_serialise_leaves`` of the module, float32 leaves as nequix stores them), so that nequix's
+    ``load_model`` and ``NequixCalculator`` load it.  The module's structure and config come from the checkpoint
+    ``model`` was loaded from.  Written atomically, never through a link.  Returns the path.
+
+    Raises:
+      ValueError: ``model`` was not loaded from a Nequix checkpoint, or ``params`` do not fit its module.
+    """
+    import io
+
+    import equinox as eqx
+
+    from jaxcert.core.files import atomic_write
+
+    src = dict(model.info).get("checkpoint_file")
+    if src is None:
+        raise ValueError(f"model {model.name!r} was not loaded from a Nequix checkpoint (no checkpoint_file)")
+    module, config = load_nequix(src)
+    old, static = eqx.partition(module, eqx.is_inexact_array)
+    mine, theirs = jax.tree.leaves(params), jax.tree.leaves(old)
+    if len(mine) != len(theirs) or any(jnp.shape(a) != jnp.shape(b) for a, b in zip(mine, theirs, strict=True)):
+        raise ValueError("params: the pytree does not fit the checkpoint's module")
+    leaves = [jnp.asarray(a, b.dtype) for a, b in zip(mine, theirs, strict=True)]
+    new = eqx.combine(jax.tree.unflatten(jax.tree.structure(old), leaves), static)
+    buf = io.BytesIO()
+    buf.write((json.dumps(config) + "\n").encode())
+    eqx.tree_serialise_leaves(buf, new)
+    atomic_write(path, buf.getvalue())
+    return os.fspath(path)
+
 
 # -------------------------------------------------------------- plumbing

@@ -112,7 +112,7 @@ def _nan(x: Any) -> Any:
 
 @dataclasses.dataclass(frozen=True)
 class Variant:
-    """One pre-registered nuisance variant of a protocol (docs/detective.md §4.4).
+    """One pre-registered nuisance variant of a protocol (docs/detective.md §4.6).
 
     Attributes:
       name: short label (``"3x3 cell"``).
@@ -226,7 +226,7 @@ class Protocol:
 
     def variants(self) -> list[Variant]:
         """The pre-registered nuisance variants the robustness probe re-runs an escalation over
-        (docs/detective.md §4.4); empty: the protocol declares no nuisance variable."""
+        (docs/detective.md §4.6); empty: the protocol declares no nuisance variable."""
         return []
 
     def not_varied(self) -> list[str]:
@@ -286,7 +286,7 @@ class DimerConfig:
 
     Attributes:
       r_start: first distance as a multiple of the covalent-radius sum: the physical floor of the scan (0.3; a
-        real pair is tens of eV above its asymptote there, a screened-nuclear (ZBL) C–O repulsion is about 60 eV
+        real pair is tens of eV above its asymptote there, a screened-nuclear (ZBL) C–O repulsion is about 230 eV
         at 0.3 × 1.42 Å, so a wall must have risen; 0.4 before, where three collapses of nequix-mp-1 fell to the
         scan's first point and one model's collapse was missed entirely).
       r_end: last scanned distance in Å (6.0), raised to the largest committee cutoff + 0.5 Å and to
@@ -665,7 +665,7 @@ class Dimers(Protocol):
         return None
 
     def variants(self) -> list[Variant]:
-        """Scan range and step (docs/detective.md §4.4): a finer step and a shifted grid (the observables must not
+        """Scan range and step (docs/detective.md §4.6): a finer step and a shifted grid (the observables must not
         depend on where the grid points fall), a deeper floor and a farther asymptote (convergence variables)."""
         c = self.config
         return [Variant("step ×0.6", "grid step", True, {"step": round(c.step * 0.6, 6)}),
