@@ -1,5 +1,5 @@
 """Command line: ``jaxcert certify | lambda | attack | sweep | plot-sweep | compare | board | controls | investigate |
-models | substrates``.
+repair | models | substrates``.
 
 Examples::
 
@@ -28,7 +28,7 @@ import os
 import sys
 import warnings
 
-from jaxcert.cli import attack, board, certify, compare, controls, investigate, misc
+from jaxcert.cli import attack, board, certify, compare, controls, investigate, misc, repair
 from jaxcert.cli._common import load_model
 from jaxcert.core.cache import enable_compilation_cache
 from jaxcert.core.inputs import InputError, clip_line
@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 "potentials (eV, Å, eV/Å, eV/Å³). Exit codes: 0 ok, 1 a gate failed, 2 usage or "
                                 "input error, 3 internal error.")
     sub = p.add_subparsers(dest="cmd", required=True)
-    for module in (certify, misc, attack, compare, controls, investigate, board):
+    for module in (certify, misc, attack, compare, controls, investigate, board, repair):
         module.register(sub)
     return p
 
