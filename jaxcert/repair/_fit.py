@@ -161,7 +161,8 @@ def repair(model: Model, findings: Sequence[Loss], anchor: Loss | None = None, *
         raise ValueError(f"trainable: {trainable!r} selects no parameter")
     labels = jax.tree.map(lambda m: "train" if m else "freeze", mask)
     rule = optimizer if optimizer is not None else optax.adam(learning_rate)
-    opt = optax.multi_transform({"train": rule, "freeze": optax.set_to_zero()}, labels)
+    # labels given as a function: a labels pytree that is itself callable (an Equinox module) would be taken for one
+    opt = optax.multi_transform({"train": rule, "freeze": optax.set_to_zero()}, lambda _: labels)
 
     def objective(params: Any) -> tuple[jax.Array, jax.Array]:
         vals = jnp.stack([lo.fn(params) for lo in objective_losses])
