@@ -120,7 +120,8 @@ def _load_state(path: str, like: Any, names: list[str]) -> tuple[Any, int, list]
 def repair(model: Model, findings: Sequence[Loss], anchor: Loss | None = None, *, steps: int = 300,
            learning_rate: float = 1e-3, trainable: str | Callable[[str], bool] | None = None,
            optimizer: Any = None, every: int = 10, state: str | os.PathLike | None = None,
-           log: Callable[[str], None] | None = None, extra: Sequence[Loss] = ()) -> RepairResult:
+           log: Callable[[str], None] | None = None, extra: Sequence[Loss] = (),
+           max_seconds: float | None = None) -> RepairResult:
     """Fine-tune ``model`` until every finding loss is zero (docs/research.md §3).
 
     Args:
@@ -136,6 +137,8 @@ def repair(model: Model, findings: Sequence[Loss], anchor: Loss | None = None, *
       state: a file that makes the repair resumable (written atomically).
       log: progress lines (None: quiet).
       extra: losses only evaluated before and after (e.g. a held-out anchor), never optimised.
+      max_seconds: stop at the first logged step after this many seconds of this call (the state is saved; a
+        rerun continues).
 
     Returns:
       :class:`RepairResult`.
@@ -197,6 +200,9 @@ def repair(model: Model, findings: Sequence[Loss], anchor: Loss | None = None, *
                 f"{n} {x:.3g}" for n, x in zip(names, v, strict=True)))
             if path is not None:
                 _save_state(path, params, opt_state, done, history, names)
+            if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
+                say(f"[repair] stopped at step {done}: {max_seconds:g} s spent")
+                break
     solved = bool(all(float(lo(params)) == 0.0 for lo in findings))
     after, reports_after = evaluate([*objective_losses, *extra], params)
     return RepairResult(params=params, model=model.replace(params=params), before=before, after=after,
