@@ -34,6 +34,8 @@ __all__ = ["EvidenceMemory", "check_record", "RECORD_TYPES"]
 #: The record types of the memory (module docstring), and the probes of a hypothesis.
 RECORD_TYPES = ("run", "screen", "artefact", "declaration", "probe", "verdict", "stop")
 _PROBES = ("scope", "mechanism", "impact", "robustness")
+#: the probes every escalation has
+_REQUIRED = ("scope", "mechanism", "impact")
 _DAMAGED = ("the evidence memory is damaged (a hand-edited or foreign line); nothing was written: remove that line "
             "or start afresh in another --out")
 
@@ -154,14 +156,15 @@ def check_record(rec: Any, where: str) -> dict[str, Any]:
 
 
 def _check_escalations(records: list[dict[str, Any]], path: str) -> None:
-    """An escalation is rebuilt from the memory alone: its declaration and its three probes must be there."""
+    """An escalation is rebuilt from the memory alone: its declaration and its three probes (scope, mechanism,
+    impact; robustness where it ran) must be there."""
     for r in records:
         if r["type"] != "verdict" or r["verdict"] != "escalate":
             continue
         hid = r["hypothesis_id"]
         if not any(d["type"] == "declaration" and d["hypothesis"]["id"] == hid for d in records):
             raise InputError(f"{path}: the escalation of {inputs.shown(hid)} has no declaration record; {_DAMAGED}")
-        for name in _PROBES:
+        for name in _REQUIRED:  # the robustness probe is optional (no variants, or a search without it)
             if not any(p["type"] == "probe" and p["hypothesis_id"] == hid and p["probe"] == name for p in records):
                 raise InputError(f"{path}: the escalation of {inputs.shown(hid)} has no {name} probe record; "
                                  f"{_DAMAGED}")

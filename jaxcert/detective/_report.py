@@ -428,7 +428,8 @@ def _claims(p: Protocol, top: Sequence[Cell], names: Sequence[str], obs: Observa
                                    cr["clean_committee"] else "no committee member is clean in every variant: the "
                                    "relative criterion cannot decide here; only the absolute one can"))
     else:
-        out += ["", "Robustness: this protocol declares no nuisance variant; the finding was not varied."]
+        out += ["", "Robustness: not probed (the protocol declares no nuisance variant, or the search ran without "
+                "the robustness probe); the finding was not varied and carries no robustness label."]
     out += ["", "Not varied: " + "; ".join(doc["not_varied"]) + "."]
     return out
 

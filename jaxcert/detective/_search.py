@@ -329,13 +329,13 @@ def decide(decl: Mapping[str, Any], p: Protocol, cells: Sequence[Cell],
             f"pre-registered{held}", "numbers": numbers}
 
 
-#: Robustness labels of a finding across the pre-registered nuisance variants (docs/detective.md §4.4).
+#: Robustness labels of a finding across the pre-registered nuisance variants (docs/detective.md §4.6).
 ROBUST, FRAGILE, ARTEFACT_OF_BASE = "robust", "fragile", "artefact"
 
 
 def robustness(p: Protocol, committee: Committee, h: Hypothesis, decl: Mapping[str, Any],
                scope_cells: Sequence[Cell]) -> tuple[dict[str, Any], list[Cell], list[Cell]]:
-    """The robustness probe (docs/detective.md §4.4): the in-scope regions re-run, target and committee alike, in
+    """The robustness probe (docs/detective.md §4.6): the in-scope regions re-run, target and committee alike, in
     every pre-registered nuisance variant of the protocol (:meth:`Protocol.variants`), each judged on its own.
 
     * Committee sanity across variants: a member whose path changes between the base cell and the larger-cell
@@ -444,6 +444,7 @@ def investigate(
     log: Callable[[str], None] | None = print,
     write: bool = True,
     oracle_s: float = 60.0,
+    robust: bool = True,
 ) -> InvestigationResult:
     """Run the failure-mode search (docs/detective.md §4) and write the report directory ``out``.
 
@@ -458,6 +459,8 @@ def investigate(
       log: progress lines (None: quiet).
       write: write the report files (escalation.json, report.md/html, reproduce.py, the DFT card).
       oracle_s: seconds the GFN2-xTB oracle may spend on the report (0: off); indicative only, never decides.
+      robust: run the robustness probe over the protocol's nuisance variants before a verdict (docs/detective.md
+        §4.6); False skips it (a quicker screen whose escalations carry no robustness label; the report says so).
 
     Returns:
       :class:`InvestigationResult`.
@@ -585,7 +588,7 @@ def investigate(
             probes[pname] = prec["report"]
         v = decide(decl, p, scope_cells)
         robust = None
-        if v["verdict"] == "escalate" and decl.get("variants"):
+        if v["verdict"] == "escalate" and decl.get("variants") and robust:
             rrec = memory.probe(h.id, "robustness")
             if rrec is None:
                 n0 = committee.n_evals

@@ -392,7 +392,7 @@ class Desorption(_SurfaceBase):
 
     def variants(self) -> list[Variant]:
         """Lateral cell size and layer count (convergence variables), the other sites and each model's own relaxed
-        slab (alternatives; docs/detective.md §4.4)."""
+        slab (alternatives; docs/detective.md §4.6)."""
         c = self.config
         nx, ny, nl = c.size
         out = [Variant(f"{nx + 1}×{ny + 1} cell", "lateral size", True, {"size": (nx + 1, ny + 1, nl)}),

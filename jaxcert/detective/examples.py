@@ -17,7 +17,7 @@ Every factory is a ``module:attr`` spec for ``--target`` / ``--committee``, e.g.
   ``lj_planted_secondary_well``, ``lj_planted_collapse``, ``lj_planted_force_mismatch``;
 * ``lj_planted_wall_dip``: a pocket on the W–W repulsive wall (the ``wall_dip`` observable);
 * ``emt_coverage_barrier``: a C–Cu desorption barrier that exists only while CO sees its own periodic images (in a
-  2×2 Cu(111) cell, not in 3×3): an image artefact the robustness probe must label (docs/detective.md §4.4);
+  2×2 Cu(111) cell, not in 3×3): an image artefact the robustness probe must label (docs/detective.md §4.6);
 * for the desorption observables: ``emt_planted_asymptote`` (a C/Cu reference shift: the desorbed state is not
   the sum of its fragments) and ``emt_planted_force_mismatch`` (a C–Cu force term missing from the energy).
 

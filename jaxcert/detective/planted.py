@@ -25,7 +25,7 @@ One planted failure per dimer observable (docs/detective.md §2.1, §7), each on
 
 * :func:`wall_dip` — a narrow dip on the repulsive branch between the wall's crest and the well (``wall_dip``).
 
-For the robustness probe (§4.4): :func:`coverage_barrier` — a barrier on the adsorbate–metal distance switched on
+For the robustness probe (§4.6): :func:`coverage_barrier` — a barrier on the adsorbate–metal distance switched on
 by the adsorbate's own periodic images closer than ``r_image``: it exists in a small surface cell and vanishes in a
 larger one (an image artefact).
 

@@ -146,7 +146,8 @@ DESORPTION = Desorption(SurfaceConfig(molecules=("CO",), dz_step=0.2))
 def test_planted_desorption_observables(factory, observable, sig_type, tmp_path):
     emt = models.get("emt")
     res = investigate(Committee(factory(), [emt, ex.emt_soft(), ex.emt_stiff()]), [DESORPTION],
-                      elements=["Cu", "Pt"], out=tmp_path, log=None, oracle_s=0)
+                      elements=["Cu", "Pt"], out=tmp_path, log=None, oracle_s=0, robust=False)  # robustness:
+    # tests/detective/test_robustness.py and test_surfaces_constraints.py
     assert res.escalated and res.hypothesis.observable == observable
     assert res.hypothesis.scope["pairs"] == [["Cu", "CO"]] and res.hypothesis.signal_type == sig_type
     for cell in _screen(tmp_path):
