@@ -275,8 +275,11 @@ class Protocol:
 
     def rejudge(self, cell: Cell, target: str, exclude: Mapping[str, str]) -> Cell:
         """``cell`` judged again with the members of ``exclude`` taken out (their reasons recorded)."""
+        merged = dict(cell.excluded)
+        for m, r in exclude.items():  # every reason kept: a member can fail more than one check
+            merged[m] = r if m not in merged or r in merged[m] else f"{merged[m]}; {r}"
         return self.make_cell(dict(cell.region), dict(cell.values), cell.metrics, target, cell.data, cell.variant,
-                              exclude={**cell.excluded, **exclude})
+                              exclude=merged)
 
 
 # ============================================================================ dimers (§2.1)
