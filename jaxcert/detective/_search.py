@@ -587,20 +587,18 @@ def investigate(
                                      evals=committee.n_evals - n0)
             probes[pname] = prec["report"]
         v = decide(decl, p, scope_cells)
-        robust = None
         if v["verdict"] == "escalate" and decl.get("variants") and robust:
             rrec = memory.probe(h.id, "robustness")
             if rrec is None:
                 n0 = committee.n_evals
                 say(f"    robustness: {len(decl['variants'])} nuisance variants ...")
-                robust, judged, var_cells = robustness(p, committee, h, decl, scope_cells)
-                rrec = memory.append("probe", hypothesis_id=h.id, probe="robustness", report=robust,
+                rob, judged, var_cells = robustness(p, committee, h, decl, scope_cells)
+                rrec = memory.append("probe", hypothesis_id=h.id, probe="robustness", report=rob,
                                      scope_cells=[c.to_dict() for c in judged],
                                      cells=[c.to_dict() for c in var_cells], evals=committee.n_evals - n0)
-            robust = rrec["report"]
             scope_cells = [Cell.from_dict(c) for c in rrec["scope_cells"]]
-            probes["robustness"] = robust
-            v = decide(decl, p, scope_cells, robust)
+            probes["robustness"] = rrec["report"]
+            v = decide(decl, p, scope_cells, rrec["report"])
         memory.append("verdict", hypothesis_id=h.id, **v)
         say(f"    verdict: {v['verdict']} ({v['reason']})")
         if v["verdict"] == "escalate":
