@@ -30,6 +30,7 @@ ALLOWED: dict[str, set[str]] = {
     "attacks": {"core", "adapters", "optim", "report", "_version"},
     "controls": {"core", "datasets", "models", "optim", "report"},
     "detective": {"core", "models", "optim", "probes", "report", "controls"},
+    "repair": {"core", "probes", "detective"},
     "specs": {"core", "models"},
     "checkpoint": {"core", "probes", "report"},
     "board": {"core", "models", "specs", "checkpoint", "probes", "report"},
