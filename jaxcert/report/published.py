@@ -66,8 +66,8 @@ WHY: dict[str, tuple[tuple[str, ...], str]] = {
     "derivatives": (
         ("conservativeness", "stress_consistency", "cross_maxwell", "betti", "trimer", "reversibility"),
         "Derivative identity: the published board takes central finite differences of the model's outputs, "
-        "jaxcert differentiates the model exactly. The finite-difference truncation and float32 cancellation "
-        "error counts as a defect there; believe the exact value."),
+        "jaxcert differentiates the model exactly. The finite-difference truncation (and, in float32, "
+        "cancellation) error counts as a defect there; believe the exact value."),
     "symmetry": (
         ("equivariance", "parity", "representation", "smoothness"),
         "No derivative is taken: both boards evaluate the model on transformed structures and see the same "
