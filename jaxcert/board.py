@@ -20,6 +20,10 @@ r"""A board of models: certify each model into ``OUT/<model>.json``, then write 
   (:func:`jaxcert.report.compare.board_html`, which shows the rate columns, the throughput and model-card
   table and each card in its row's drill-down, plus the failed list).
 
+``published`` (``--published FILE``) adds the published finite-difference board's rows and each twin's difference
+per probe (:mod:`jaxcert.report.published`); ``rebuild`` (``--rebuild``) writes the board from the complete
+reports already in ``OUT`` without loading a model or computing anything (:func:`kept_reports`).
+
 Parallel runs (``workers`` / ``scheduler`` / ``client``): one task per model on ``dask.distributed``
 (a ``LocalCluster`` of ``workers`` single-threaded processes, or an existing cluster), as the sweeps do
 (:mod:`jaxcert.attacks.sweep`).  Each task loads its model in the worker, so nothing but the spec travels;

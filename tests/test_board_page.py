@@ -72,6 +72,10 @@ def test_one_name_per_row_in_the_terminal_the_json_and_the_page(made):
         assert r["label"].split(naming.SEPARATOR)[0] == naming.FAMILY_NAMES["lj"]
         assert r["label"].endswith(naming.SEPARATOR + r["precision"])
     assert len({r["label"] for r in board["rows"]}) == len(board["rows"])
+    # judged under the other gate profile, the name says so
+    ref = compare.build_board([made["out"] / r["file"] for r in _ours(board)], gates="reference")
+    assert [r["label"] for r in ref["rows"]] == [r["label"] + naming.SEPARATOR + "reference gates"
+                                                 for r in _ours(board)]
     shown = [html_text(m) for m in re.findall(r"<tr class=main><td data-v='[^']*'>.*?</button> (.*?)</td>",
                                                made["page"])]
     assert sorted(shown) == sorted(r["label"] for r in board["rows"])  # the page: one row per board row
@@ -162,6 +166,25 @@ def test_the_reasons_on_the_page_are_the_docs_words():
     from jaxcert.probes import PROBES as ALL
 
     assert sorted(every) == sorted(n for n in ALL if ALL[n].structures is None)  # each probe has its reason once
+
+
+def test_the_nacl_cell_is_the_published_one():
+    """100 atoms of rocksalt NaCl, a = 5.64 Å (nearest Na–Cl distance a/2, like ions a/√2 apart), the primitive
+    cell repeated 5 × 5 × 2 (volume 100 a³/8)."""
+    import numpy as np
+
+    from jaxcert.probes import throughput
+
+    s = throughput.nacl_cell()
+    z = np.asarray(s.numbers)
+    assert z.shape == (100,) and (z == 11).sum() == 50 and (z == 17).sum() == 50
+    cell, pos = np.asarray(s.cell), np.asarray(s.positions)
+    assert abs(np.linalg.det(cell)) == pytest.approx(100 * throughput.NACL_A ** 3 / 8, rel=1e-12)
+    frac = np.linalg.solve(cell.T, (pos[:, None] - pos[None]).reshape(-1, 3).T).T
+    d = np.linalg.norm((frac - np.round(frac)) @ cell, axis=1).reshape(100, 100) + np.eye(100) * 1e9
+    unlike = d[np.ix_(z == 11, z == 17)]
+    assert unlike.min() == pytest.approx(throughput.NACL_A / 2) and d[np.ix_(z == 11, z == 11)].min() == \
+        pytest.approx(throughput.NACL_A / 2 ** 0.5)
 
 
 # ------------------------------------------------------------------ --rebuild and bad input
