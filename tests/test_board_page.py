@@ -187,6 +187,23 @@ def test_the_nacl_cell_is_the_published_one():
         pytest.approx(throughput.NACL_A / 2 ** 0.5)
 
 
+def test_the_certify_line_names_the_nacl_rate_or_why_it_is_missing(made):
+    """``jaxcert certify --throughput``'s terminal line: the NaCl rate ± its spread, or the reason it was not
+    measured (a model without Na or Cl) beside the rate on the model's own cell."""
+    from jaxcert.report.certification import throughput_line
+
+    t = _read(made["out"] / "lj.json")["throughput"]
+    n = t["nacl"]
+    line = throughput_line(t)
+    assert f"{n['atom_steps_per_s']:.3g} ± {n['atom_steps_per_s_stdev']:.2g} atom·steps/s (NVE on the published " \
+           "board's NaCl cell, 100 atoms)" in line and f"peak memory {t['peak_memory']['host_rss_bytes'] / 1e9:.2f}" \
+           in line
+    missing = {**t, "nacl": {"error": "the model has no parameters for Na, Cl"},
+               "md": {"atom_steps_per_s": 5e3, "n_atoms": 125, "element": "Cu"}}
+    line = throughput_line(missing)
+    assert "NaCl throughput not measured (the model has no parameters for Na, Cl)" in line and "125 Cu atoms" in line
+
+
 # ------------------------------------------------------------------ --rebuild and bad input
 def test_rebuild_writes_the_same_board_without_loading_a_model(made, monkeypatch, capsys):
     import jaxcert.specs
