@@ -8,6 +8,10 @@ Writes, beside the reports:
 * ``board_reference.json`` and ``reference.html``: the same board under the reference profile, the published
   finite-difference board's gates, for setting the two boards side by side.
 
+Both boards carry the published finite-difference board's rows from ``published_pescert.json`` beside the
+reports (``--published``; docs/board.md, "The published rows"), and their pages open sorted by the overall score.
+``--profiles exact`` rewrites only ``board.json`` and ``index.html``.
+
 A report written before bridged models stated their precision (CHGNet ``chgnet@float32``) is judged at the
 precision its spec in ``benchmarks/board_models.toml`` names; the report file is not changed.
 
@@ -15,7 +19,7 @@ The board averages every model over the same elements.  A report that lacks some
 C and Al only of Li…S) is left off both boards and named in their notes: keeping it would average it over fewer
 elements than the rest, and ``--skip-unsupported`` would average every model over C and Al.
 
-    python benchmarks/board_regenerate.py [--folder benchmarks/results/board]
+    python benchmarks/board_regenerate.py [--folder benchmarks/results/board] [--published FILE] [--profiles exact]
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ import os
 
 from jaxcert.board import BOARD_HTML, BOARD_JSON, _page
 from jaxcert.checkpoint import write_json
+from jaxcert.core.files import atomic_write
+from jaxcert.report import published as published_board
 from jaxcert.report.compare import board_html, build_board, load
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -61,7 +67,13 @@ def _load(path: str, precisions: dict[str, str]):
     return src
 
 
-def regenerate(folder: str, toml_path: str = os.path.join(HERE, "board_models.toml")) -> dict[str, dict]:
+PROFILES = {"exact": (BOARD_JSON, BOARD_HTML), "reference": ("board_reference.json", "reference.html")}
+
+
+def regenerate(folder: str, toml_path: str = os.path.join(HERE, "board_models.toml"), published: str | None = None,
+               profiles: tuple[str, ...] = tuple(PROFILES)) -> dict[str, dict]:
+    """Rebuild the boards of ``profiles`` in ``folder`` (module docstring); ``published``: the published board's
+    file (default: ``published_pescert.json`` in ``folder``, when it is there)."""
     old = json.load(open(os.path.join(folder, BOARD_JSON), encoding="utf-8"))
     settings = dict(old["settings"])
     elements = list(settings["elements"])
@@ -78,9 +90,12 @@ def regenerate(folder: str, toml_path: str = os.path.join(HERE, "board_models.to
             keep.append(f)
         else:
             left[f] = [el for el in elements if el not in have]
+    if published is None and os.path.exists(os.path.join(folder, "published_pescert.json")):
+        published = os.path.join(folder, "published_pescert.json")
+    pub = published_board.load(published) if published else None
     boards = {}
-    for profile, name, page in (("exact", BOARD_JSON, BOARD_HTML), ("reference", "board_reference.json",
-                                                                     "reference.html")):
+    for profile in profiles:
+        name, page = PROFILES[profile]
         board = build_board([_load(os.path.join(folder, f), precisions) for f in keep], gates=profile)
         for row in board["rows"]:
             row["file"] = os.path.basename(row["file"])
@@ -93,11 +108,12 @@ def regenerate(folder: str, toml_path: str = os.path.join(HERE, "board_models.to
         other = "reference.html (board_reference.json)" if profile == "exact" else "index.html (board.json)"
         board["notes"].append(f"gate profile {profile}: every verdict judged from the stored defects and details "
                               f"(benchmarks/board_regenerate.py); the other profile's board is {other}")
+        if pub is not None:
+            published_board.add(board, pub)
         board["failed"] = old.get("failed", [])
         board["settings"] = {**settings, "gates": profile}
         write_json(board, os.path.join(folder, name))
-        with open(os.path.join(folder, page), "w", encoding="utf-8") as fh:
-            fh.write(_page(board, board_html(board)))
+        atomic_write(os.path.join(folder, page), _page(board, board_html(board, sort="overall")))
         boards[profile] = board
     return boards
 
@@ -105,15 +121,27 @@ def regenerate(folder: str, toml_path: str = os.path.join(HERE, "board_models.to
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--folder", default=os.path.join(HERE, "results", "board"))
+    ap.add_argument("--published", default=None, help="the published board's file (default: published_pescert.json "
+                    "in the folder)")
+    ap.add_argument("--profiles", default="exact,reference", help="which boards to rewrite: exact (board.json, "
+                    "index.html), reference (board_reference.json, reference.html), or both (default)")
     a = ap.parse_args()
-    boards = regenerate(a.folder)
-    ex, ref = boards["exact"], boards["reference"]
-    print(f"{'model':44s} {'precision':9s} {'exact':>7s} {'reference':>9s}")
+    profiles = tuple(p.strip() for p in a.profiles.split(","))
+    bad = [p for p in profiles if p not in PROFILES]
+    if bad:
+        ap.error(f"--profiles: got {bad[0]!r}; allowed: exact, reference")
+    boards = regenerate(a.folder, published=a.published, profiles=profiles)
+    ex = boards.get("exact") or boards["reference"]
+    print(f"{'model':56s} {'precision':9s} {'exact':>7s} {'reference':>9s}")
     for r in ex["rows"]:
+        if r.get("origin") == "published":
+            print(f"{r['label']:56s} {r['precision']:9s} {'':>7s} {r['gates_passed']:>5d}/{r['gates_total']} (its own)")
+            continue
         g = r["gates_by_profile"]
-        print(f"{r['label']:44s} {r['precision']:9s} {g['exact']['passed']:>3d}/{g['exact']['total']:<3d} "
+        print(f"{r['label']:56s} {r['precision']:9s} {g['exact']['passed']:>3d}/{g['exact']['total']:<3d} "
               f"{g['reference']['passed']:>5d}/{g['reference']['total']}")
-    assert [r["file"] for r in ex["rows"]] == [r["file"] for r in ref["rows"]]
+    if len(boards) == 2:
+        assert [r["file"] for r in boards["exact"]["rows"]] == [r["file"] for r in boards["reference"]["rows"]]
 
 
 if __name__ == "__main__":

@@ -20,6 +20,10 @@ r"""A board of models: certify each model into ``OUT/<model>.json``, then write 
   (:func:`jaxcert.report.compare.board_html`, which shows the rate columns, the throughput and model-card
   table and each card in its row's drill-down, plus the failed list).
 
+``published`` (``--published FILE``) adds the published finite-difference board's rows and each twin's difference
+per probe (:mod:`jaxcert.report.published`); ``rebuild`` (``--rebuild``) writes the board from the complete
+reports already in ``OUT`` without loading a model or computing anything (:func:`kept_reports`).
+
 Parallel runs (``workers`` / ``scheduler`` / ``client``): one task per model on ``dask.distributed``
 (a ``LocalCluster`` of ``workers`` single-threaded processes, or an existing cluster), as the sweeps do
 (:mod:`jaxcert.attacks.sweep`).  Each task loads its model in the worker, so nothing but the spec travels;
@@ -62,7 +66,8 @@ from jaxcert.core.inputs import InputError
 
 __all__ = ["BoardEntry", "BoardResult", "parse_models", "read_models_toml", "entry_name", "certify_entry",
            "run_board", "write_board", "BOARD_JSON", "BOARD_HTML", "max_workers", "interrupted_message",
-           "MAX_TOML_BYTES", "WORKERS_PER_CPU", "SCHEDULER_TIMEOUT_S", "refuse_images_that_do_not_fit"]
+           "MAX_TOML_BYTES", "WORKERS_PER_CPU", "SCHEDULER_TIMEOUT_S", "refuse_images_that_do_not_fit",
+           "kept_reports"]
 
 BOARD_JSON, BOARD_HTML = "board.json", "index.html"
 #: Largest ``--models`` TOML file read (bytes): a board of a hundred models is a few kB.
@@ -288,7 +293,7 @@ def certify_entry(entry: BoardEntry, settings: dict[str, Any],
         enable_compilation_cache(settings["cache"])
     import jax.numpy as jnp
 
-    from jaxcert.checkpoint import kept_md, load_finished, write_report
+    from jaxcert.checkpoint import kept_md, kept_nacl, load_finished, write_report
     from jaxcert.probes.suite import certify
     from jaxcert.specs import load_model
 
@@ -310,7 +315,8 @@ def certify_entry(entry: BoardEntry, settings: dict[str, Any],
     if os.path.exists(path) and set(kept) == set(names):
         with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)
-        if doc.get("complete") and (doc.get("throughput") is not None or not settings["throughput"]) \
+        measured = isinstance(doc.get("throughput"), dict) and "nacl" in doc["throughput"]  # the NaCl cell too
+        if doc.get("complete") and (measured or not settings["throughput"]) \
                 and [p["name"] for p in doc["probes"]] == names:
             refreshed = _refresh_statements(doc, model, path)
             return {"name": entry.name, "spec": entry.spec, "defects": list(entry.defects), "status": "kept",
@@ -323,6 +329,7 @@ def certify_entry(entry: BoardEntry, settings: dict[str, Any],
                          finished=finished,
                          on_probe=lambda rep: write_report(rep, path, complete=False),
                          throughput=settings["throughput"], md_kept=kept_md(path) if kept else None,
+                         nacl_kept=kept_nacl(path) if kept else None,
                          progress=display, gates=settings.get("gates", "exact"))
         write_report(report, path, complete=True)
     except KeyboardInterrupt:
@@ -535,7 +542,8 @@ def run_board(models: str | Sequence[str | BoardEntry], elements: str | Sequence
               client: Any = None, on_model: Callable[[dict[str, Any]], None] | None = None,
               progress: Callable[[str, list[str], list[str]], Any] | None = None,
               skip_unsupported: bool = False,
-              gates: str = "exact", force: bool = False) -> BoardResult:
+              gates: str = "exact", force: bool = False, published: str | os.PathLike | None = None,
+              rebuild: bool = False) -> BoardResult:
     """Certify every model into ``out/<name>.json`` (resumable), then write ``out/board.json`` and
     ``out/index.html`` (module docstring; docs/board.md).
 
@@ -563,6 +571,13 @@ def run_board(models: str | Sequence[str | BoardEntry], elements: str | Sequence
         ``"exact"`` (default) or ``"reference"``; board.json carries each row's count under both.
       force: overwrite board.json and index.html in an existing folder that holds them but has no jaxcert board
         marker (``--force``); a folder this command wrote needs no force, and a link is refused even with it.
+      published: a file of the published finite-difference board's scores (:mod:`jaxcert.report.published`,
+        ``--published``): its models become marked rows of the board, and each of our rows with a published twin
+        carries the difference per probe.  Read and checked before anything runs.
+      rebuild: write the board from the complete reports already in ``out`` and nothing else (``--rebuild``): no
+        model is loaded, no probe or measurement runs.  Every model's report must be there, complete, for these
+        elements, probes, seed and dtype (:func:`kept_reports`), else :class:`InputError` before anything is
+        written.
 
     Raises:
       InputError: bad models, elements, probes, seed, dtype, workers or output folder, or an element some model
@@ -594,6 +609,20 @@ def run_board(models: str | Sequence[str | BoardEntry], elements: str | Sequence
         check_target(os.path.join(folder, f"{e.name}.json"), "--out")
     if not os.access(folder, os.W_OK):
         raise InputError(f"--out: {out}: not writable")
+    pub = None
+    if published is not None:
+        from jaxcert.report import published as published_board
+
+        pub = published_board.load(published, "--published")
+    if rebuild:  # nothing is loaded or computed: the reports on disk are the board
+        settings = {"elements": els, "probes": names, "seed": seed, "dtype": dtype, "agg": agg, "out": folder,
+                    "gates": gates, "throughput": bool(throughput), "skip_unsupported": bool(skip_unsupported)}
+        statuses = kept_reports(entries, settings)
+        for st in statuses:
+            (on_model if on_model is not None else (lambda status: None))(st)
+        board = write_board(folder, entries, statuses, settings, pub)
+        return BoardResult(board=board, models=statuses, json_path=os.path.join(folder, BOARD_JSON),
+                           html_path=os.path.join(folder, BOARD_HTML))
     if dtype == "float64" or any(e.dtype == "float64" for e in entries):
         jax.config.update("jax_enable_x64", True)
     cache = jax.config.jax_compilation_cache_dir
@@ -617,15 +646,48 @@ def run_board(models: str | Sequence[str | BoardEntry], elements: str | Sequence
     else:
         loaded.clear()  # each worker loads its own model
         statuses = _run_dask(entries, settings, workers, scheduler, client, report)
-    board = write_board(folder, entries, statuses, settings)
+    board = write_board(folder, entries, statuses, settings, pub)
     return BoardResult(board=board, models=statuses, json_path=os.path.join(folder, BOARD_JSON),
                        html_path=os.path.join(folder, BOARD_HTML))
 
 
+def kept_reports(entries: Sequence[BoardEntry], settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """The status of every model for ``--rebuild``: each model's report in ``settings["out"]`` is complete and
+    was written for the board's elements, probes, seed and dtype, so it is kept as it is ("kept", nothing
+    computed).  Anything else (no file, a partial file, another run's file) is an :class:`InputError` naming
+    ``--rebuild`` and the file, before anything is written."""
+    from jaxcert.report.compare import load
+
+    out = []
+    for e in entries:
+        path = os.path.join(settings["out"], f"{e.name}.json")
+        if not os.path.exists(path):
+            raise InputError(f"--rebuild: {path}: no report for model {e.name!r}; run the board without --rebuild "
+                             "to compute it")
+        try:
+            doc = load(path).data
+        except InputError as err:
+            raise InputError(f"--rebuild: {err}") from None
+        want = {"elements": list(settings["elements"]), "probes": list(settings["probes"]), "seed": settings["seed"],
+                "dtype": e.dtype or settings["dtype"]}
+        have = {"elements": list(doc.get("elements") or []), "probes": [p["name"] for p in doc["probes"]],
+                "seed": doc.get("seed"), "dtype": doc.get("dtype")}
+        for key in want:
+            if have[key] != want[key]:
+                raise InputError(f"--rebuild: {path}: {key} = {have[key]!r}, this board has {want[key]!r}; give the "
+                                 "arguments the reports were computed with, or run without --rebuild")
+        out.append({"name": e.name, "spec": e.spec, "defects": list(e.defects), "status": "kept", "file": path,
+                    "computed": [], "kept": have["probes"], "gates_ok": all(doc["aggregate"]["gates"].values()),
+                    "wall_s": 0.0})
+    return out
+
+
 def write_board(folder: str, entries: Sequence[BoardEntry], statuses: Sequence[dict[str, Any]],
-                settings: dict[str, Any]) -> dict[str, Any]:
+                settings: dict[str, Any], published: dict[str, Any] | None = None) -> dict[str, Any]:
     """Build the board of the models that have a complete report (in the given order), add ``failed``,
-    ``settings`` and each row's ``card`` and ``throughput``, and write ``board.json`` and ``index.html``."""
+    ``settings`` and each row's ``card`` and ``throughput``, then the published rows (``published``, a file read
+    by :func:`jaxcert.report.published.load`), and write ``board.json`` and ``index.html`` (its rows sorted by
+    the overall score)."""
     from jaxcert.checkpoint import write_json
     from jaxcert.core.files import atomic_write
     from jaxcert.report.compare import BOARD_SCHEMA, board_html, build_board, load
@@ -664,11 +726,15 @@ def write_board(folder: str, entries: Sequence[BoardEntry], statuses: Sequence[d
         board["notes"].append(f"every model is averaged over {', '.join(averaged)}, the elements all of them support "
                               "(--skip-unsupported); unsupported: " + "; ".join(
                                   f"{name}: {', '.join(els)}" for name, els in lacking.items()))
+    if published is not None and board["rows"]:
+        from jaxcert.report.published import add
+
+        add(board, published)
     board["failed"] = failed
     board["settings"] = {k: settings.get(k, "exact") for k in ("elements", "probes", "seed", "dtype", "agg",
                                                                "throughput", "gates")}
     write_json(board, os.path.join(folder, BOARD_JSON))
-    page = _page(board, board_html(board) if board["rows"] else None)
+    page = _page(board, board_html(board, sort="overall") if board["rows"] else None)
     atomic_write(os.path.join(folder, BOARD_HTML), page)  # exclusive temporary, fsync, rename; a link is refused
     return board
 

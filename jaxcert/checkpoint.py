@@ -110,6 +110,20 @@ def kept_md(path: str | os.PathLike | None) -> dict[str, Any] | None:
     return {k: v for k, v in md.items() if k != "kept"}
 
 
+def kept_nacl(path: str | os.PathLike | None) -> dict[str, Any] | None:
+    """The measurement on the published board's NaCl cell (``throughput.nacl``) of an earlier run of the report at
+    ``path``, when it was measured without error on this device; else ``None`` (as :func:`kept_md`)."""
+    try:
+        with open(path, encoding="utf-8") as fh:  # type: ignore[arg-type]
+            rates = json.load(fh).get("throughput") or {}
+    except (OSError, TypeError, ValueError, AttributeError):
+        return None
+    nacl = rates.get("nacl") if isinstance(rates, dict) else None
+    if not isinstance(nacl, dict) or nacl.get("error") or rates.get("device") != device_name():
+        return None
+    return {k: v for k, v in nacl.items() if k != "kept"}
+
+
 def load_finished(path: str | os.PathLike, model: Any, elements: Sequence[str], seed: int, dtype: Any,
                   name: str = "--resume") -> list[ProbeOutcome]:
     """The finished probes of the report file at ``path`` (``[]`` if the file does not exist).

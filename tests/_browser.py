@@ -12,7 +12,8 @@ back from it.  The common measurements:
   scrolling container (a diagnostic for a failed ``fits``);
 * ``error``: the message of an exception thrown by ``body``, if any.
 
-:func:`screenshot` saves a PNG of a page at a window size (``docs/img/``).  Chromium comes from the OS
+:func:`screenshot` saves a PNG of a page at a window size (``docs/img/``); :func:`print_pdf` prints one.
+:data:`NO_NETWORK` cuts a run off from every network.  Chromium comes from the OS
 packages (``apt-get install chromium``; ``.ci/run`` installs it); without it :data:`SKIP_REASON` says so.
 """
 
@@ -71,6 +72,22 @@ window.addEventListener('load', function(){
 """
 
 
+#: Chromium switches that cut every network request off: no host name resolves, and everything else goes to a
+#: proxy on a port where nothing listens.  A page that loads anything from outside fails to.
+NO_NETWORK = ("--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=http://127.0.0.1:9",
+              "--proxy-bypass-list=<-loopback>")
+
+
+def _profile(folder: str) -> str:
+    """A fresh Chromium profile in ``folder`` whose downloads (a page's CSV export, clicked by a test) go without a
+    prompt into ``folder/downloads``: a download waiting for a prompt can hold ``--dump-dom`` until the timeout."""
+    prefs = Path(folder) / "Default" / "Preferences"
+    prefs.parent.mkdir(parents=True, exist_ok=True)
+    prefs.write_text(json.dumps({"download": {"default_directory": str(Path(folder) / "downloads"),
+                                              "prompt_for_download": False, "directory_upgrade": True}}))
+    return folder
+
+
 def _flags(width: int, height: int, profile: str) -> list[str]:
     return ["--headless=new", "--no-sandbox", "--disable-gpu", f"--window-size={width},{height}",
             f"--user-data-dir={profile}", "--no-first-run", "--disable-extensions", "--disable-dev-shm-usage",
@@ -78,9 +95,10 @@ def _flags(width: int, height: int, profile: str) -> list[str]:
 
 
 def run_in_browser(page: str, body: str, width: int = 1400, height: int = 900, budget_ms: int = 5000,
-                   timeout: float = 90.0) -> dict[str, Any]:
+                   timeout: float = 90.0, extra_flags: tuple[str, ...] = ()) -> dict[str, Any]:
     """Render ``page`` (HTML text) in headless Chromium at ``width`` × ``height``, run ``body`` (JavaScript that
-    fills ``R``) after the common measurements, and return ``R``.
+    fills ``R``) after the common measurements, and return ``R``.  ``extra_flags``: more Chromium switches (e.g.
+    :data:`NO_NETWORK`).
 
     Raises ``RuntimeError`` with Chromium's stderr when no results came back.
     """
@@ -93,7 +111,8 @@ def run_in_browser(page: str, body: str, width: int = 1400, height: int = 900, b
     with tempfile.TemporaryDirectory(prefix="jaxcert-page-") as tmp:
         path = Path(tmp) / "page.html"
         path.write_text(text, encoding="utf-8")
-        cmd = [exe, *_flags(width, height, str(Path(tmp) / "profile")), f"--virtual-time-budget={budget_ms}",
+        cmd = [exe, *_flags(width, height, _profile(str(Path(tmp) / "profile"))), *extra_flags,
+               f"--virtual-time-budget={budget_ms}",
                "--dump-dom", path.as_uri()]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     m = re.search(r"<pre id=\"test-results\"[^>]*>(.*?)</pre>", proc.stdout, re.S)
@@ -114,12 +133,30 @@ def screenshot(page_path: str | Path, png_path: str | Path, width: int = 1400, h
         raise FileNotFoundError(f"no page to draw: {page}")
     png = Path(png_path).resolve()
     with tempfile.TemporaryDirectory(prefix="jaxcert-shot-") as tmp:
-        cmd = [exe, *_flags(width, height, str(Path(tmp) / "profile")), "--hide-scrollbars",
+        cmd = [exe, *_flags(width, height, _profile(str(Path(tmp) / "profile"))), "--hide-scrollbars",
                "--virtual-time-budget=3000", f"--screenshot={png}", page.resolve().as_uri()]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     if proc.returncode != 0 or not png.exists():
         raise RuntimeError(f"chromium --screenshot failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
     return png
+
+
+def print_pdf(page_path: str | Path, pdf_path: str | Path, timeout: float = 90.0,
+              extra_flags: tuple[str, ...] = ()) -> bytes:
+    """Print the page file ``page_path`` as Chromium prints it (``--print-to-pdf``, print media) to ``pdf_path``;
+    return the PDF's bytes."""
+    exe = chromium()
+    if exe is None:
+        raise RuntimeError(SKIP_REASON)
+    pdf = Path(pdf_path).resolve()
+    with tempfile.TemporaryDirectory(prefix="jaxcert-print-") as tmp:
+        cmd = [exe, *_flags(1400, 900, _profile(str(Path(tmp) / "profile"))), *extra_flags,
+               "--virtual-time-budget=3000", "--no-pdf-header-footer", f"--print-to-pdf={pdf}",
+               Path(page_path).resolve().as_uri()]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    if proc.returncode != 0 or not pdf.exists():
+        raise RuntimeError(f"chromium --print-to-pdf failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
+    return pdf.read_bytes()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,7 +5,7 @@ from typing import Any
 
 #: keys whose values come from the clock or the machine, not from the certification
 VOLATILE = ("wall_s", "wall_time_s", "machine", "throughput", "evals_per_s", "atom_steps_per_s",
-            "compilation")
+            "atom_steps_per_s_stdev", "compilation")
 
 
 def stable(doc: Any) -> Any:

@@ -11,11 +11,14 @@ the serial run, apart from wall times and throughput.
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 
 from jaxcert.board import BoardEntry, parse_models, run_board
 from jaxcert.core.inputs import InputError
+from jaxcert.probes import throughput
+from jaxcert.report import naming
 from jaxcert.report import schema as report_schema
 from tests._stable import stable as _stable
 
@@ -44,7 +47,10 @@ def test_board_from_an_empty_folder_with_cards_throughput_and_a_failed_row(seria
     out, code = serial
     assert code == 1  # a model did not run
     board = _read(out / "board.json")
-    assert [r["label"] for r in board["rows"]] == ["lj", "emt"]
+    for row, name in zip(board["rows"], ("lj", "emt"), strict=True):  # family · precision (an analytic model)
+        doc = _read(out / f"{name}.json")
+        assert row["label"] == naming.identity(doc["model"], doc["card"], "float64").label()
+        assert row["label"] == f"{naming.FAMILY_NAMES[name]}{naming.SEPARATOR}float64"
     assert board["columns"] == PROBES.split(",") and board["elements"] == ELEMENTS.split(",")
     [failed] = board["failed"]
     assert failed["spec"] == "nequix:/no/such/file.nqx" and failed["stage"] == "load"
@@ -54,13 +60,29 @@ def test_board_from_an_empty_folder_with_cards_throughput_and_a_failed_row(seria
         assert card["parameters"] > 0 and card["device"] and card["dtype"] == "float64"
         assert card["training_data"] is None  # analytic models state none; nothing is invented
         assert rate["suite"]["evals_per_s"] > 0 and rate["suite"]["n_evals"] == row["n_evals"]
-        md = rate["md"]
-        assert md["element"] == "Cu" and 64 <= md["n_atoms"] <= 150 and md["atom_steps_per_s"] > 0
-        assert abs(md["energy_drift_eV_per_atom"]) < 1e-3  # a sane NVE run
+        assert rate["hardware"]["device"] == rate["device"] == card["device"] and rate["hardware"]["cpu_cores"] >= 1
+        mem = rate["peak_memory"]
+        assert mem["host_rss_bytes"] > 10 * 2**20 and mem["host_scope"]  # the resident high-water mark, with scope
         report_schema.load(out / row["file"])  # every model file passes the reader's schema
         comp = row["compilation"]  # what the run compiled (jaxcert.core.compilation): these ran in this process
         assert comp["traces"] > 0 and comp["compile_s"] >= 0 and comp == _read(out / row["file"])["compilation"]
     assert board["rows"][1]["card"]["species"][:2] == ["H", "C"]  # emt's parameterised elements
+    # LJ runs the published board's NaCl cell as it measures it; EMT has no Na or Cl: the reason, and the rate on
+    # its own first element instead (in its card only: another cell, not comparable)
+    nacl = board["rows"][0]["throughput"]["nacl"]
+    assert (nacl["n_atoms"], nacl["warmup_steps"], nacl["timed_steps"], nacl["n_repeats"]) == (
+        100, throughput.NACL_WARMUP_STEPS, throughput.NACL_TIMED_STEPS, throughput.NACL_REPEATS)
+    reps = nacl["repeat_atom_steps_per_s"]
+    assert len(reps) == 3 and nacl["atom_steps_per_s"] == pytest.approx(statistics.fmean(reps))
+    assert nacl["atom_steps_per_s_stdev"] == pytest.approx(statistics.stdev(reps))
+    assert abs(nacl["energy_drift_eV_per_atom"]) < 1e-3 and board["rows"][0]["throughput"]["md"] is None
+    assert board["rows"][0]["atom_steps_per_s"] == nacl["atom_steps_per_s"]
+    emt = board["rows"][1]["throughput"]
+    assert emt["nacl"]["error"] == "the model has no parameters for Na, Cl"
+    assert board["rows"][1]["atom_steps_per_s"] is None
+    md = emt["md"]
+    assert md["element"] == "Cu" and 64 <= md["n_atoms"] <= 150 and md["atom_steps_per_s"] > 0
+    assert abs(md["energy_drift_eV_per_atom"]) < 1e-3  # a sane NVE run
     page = (out / "index.html").read_text()
     assert page.count("<table class=card>") == 2 and "id=failed" in page and "no Nequix checkpoint" in page
     assert "Throughput and model cards" in page
@@ -110,7 +132,7 @@ def test_stopped_after_the_first_model_resumes_from_there_and_probes_resume(tmp_
     assert not res.gates_ok  # the curl defect fails the conservativeness gate
     res = run_board(str(toml), "Si", out, probes="conservativeness,equivariance", throughput=False)
     assert [(s["kept"], s["computed"]) for s in res.models] == [(["conservativeness"], ["equivariance"])] * 2
-    assert [r["label"] for r in res.board["rows"]] == ["lj", "lj+curl(1)"]
+    assert [r["label"] for r in res.board["rows"]] == ["LJ · float64", "LJ · +curl(1) · float64"]
 
 
 def test_exit_codes_and_bad_input(tmp_path, capsys):
@@ -184,14 +206,16 @@ def test_board_page_in_a_browser(serial):
     assert [s["status"] for s in res.models] == ["kept", "kept", "failed"]
     board = _read(out / "board.json")
     page = (out / "index.html").read_text()
-    sorts = ["Overall", "Model", "conserv", "Atom·steps/s", "Evals/s"]
+    # the page opens sorted by the overall score (its header says so): Model first, so Overall's first click sorts
+    sorts = ["Model", "Overall", "conserv", "NaCl atom·steps/s", "Evals/s"]
     res = _browser.run_in_browser(page, _board_js(board, sorts) + _PAGE_JS)
-    _check_board(board, res)  # fits, title once, sorting, drill-down, sticky model column
+    initial = [r["label"] for r in compare.sort_rows(board, "overall")]
+    _check_board(board, res, initial)  # fits, title once, sorting, drill-down, sticky model column
 
     def order(key, reverse=False):
         return [r["label"] for r in compare.sort_rows(board, key, reverse)]
 
-    for head, key in (("Atom·steps/s", "atom_steps_per_s"), ("Evals/s", "evals_per_s")):
+    for head, key in (("NaCl atom·steps/s", "atom_steps_per_s"), ("Evals/s", "evals_per_s")):
         assert res["sorts"][head]["first"] == order(key) and res["sorts"][head]["second"] == order(key, True)
         assert res["sorts"][head]["dirs"] == ["descending", "ascending"]
     assert "nequix:/no/such/file.nqx" in res["failed"] and "no Nequix checkpoint" in res["failed"]
@@ -200,12 +224,14 @@ def test_board_page_in_a_browser(serial):
     for row in board["rows"]:
         card = res["cards_in_drills"][row["label"]]
         assert card is not None and "model card" in card and str(row["card"]["parameters"]) in card
-        assert f"{row['atom_steps_per_s']:.3g} atom·steps/s" in card
+        nacl = row["throughput"]["nacl"]
+        assert (f"{row['atom_steps_per_s']:.3g} atom·steps/s" if row["atom_steps_per_s"] is not None
+                else f"not measured: {nacl['error']}") in card
         assert f"{row['compilation']['compiles']} XLA programs compiled" in card
 
 
 def test_a_resumed_model_keeps_its_nve_measurement(serial, tmp_path):
-    """One more probe on a finished model: that probe is computed and the NVE rate measured before is kept
+    """One more probe on a finished model: that probe is computed and the NaCl rate measured before is kept
     (marked), not measured again; the suite rate is recomputed over all probes."""
     import shutil
 
@@ -213,12 +239,12 @@ def test_a_resumed_model_keeps_its_nve_measurement(serial, tmp_path):
     b = tmp_path / "b"
     b.mkdir()
     shutil.copy(out / "lj.json", b / "lj.json")
-    before = _read(b / "lj.json")["throughput"]["md"]
+    before = _read(b / "lj.json")["throughput"]["nacl"]
     res = run_board("lj", ELEMENTS, b, probes=PROBES + ",parity")
     assert [(s["status"], s["computed"]) for s in res.models] == [("ok", ["parity"])]
     rates = _read(b / "lj.json")["throughput"]
-    md = rates["md"]
-    assert md.pop("kept") is True and md == before
+    nacl = rates["nacl"]
+    assert nacl.pop("kept") is True and nacl == before
     assert rates["suite"]["probes"] == [*PROBES.split(","), "parity"]
 
 
@@ -268,8 +294,8 @@ def test_a_toml_entry_with_its_own_dtype(tmp_path):
     toml = tmp_path / "m.toml"
     toml.write_text('[[models]]\nspec = "lj"\n\n[[models]]\nspec = "lj"\nname = "lj-float32"\ndtype = "float32"\n')
     res = run_board(str(toml), "Si", tmp_path / "b", probes="equivariance", throughput=False)
-    assert [(r["label"], r["dtype"]) for r in res.board["rows"]] == [("lj [float64]", "float64"),
-                                                                      ("lj [float32]", "float32")]
+    assert [(r["label"], r["dtype"]) for r in res.board["rows"]] == [("LJ · float64", "float64"),
+                                                                      ("LJ · float32", "float32")]
     assert any("precisions differ" in n for n in res.board["notes"])
     bad = tmp_path / "bad.toml"
     bad.write_text('[[models]]\nspec = "lj"\ndtype = "float16"\n')

@@ -11,7 +11,7 @@ import jaxcert
 from jaxcert.cli import main
 from jaxcert.core.inputs import InputError
 from jaxcert.probes.suite import combine_scores
-from jaxcert.report import compare, explain
+from jaxcert.report import compare, explain, gates, naming
 from jaxcert.report import schema as report_schema
 from tests._tamper import DELETE, set_field
 from tests.test_report import cheap_reports
@@ -82,7 +82,11 @@ def test_cells_are_the_input_values(files):
             for el, e in p["per_element"].items():
                 assert (cell["per_element"][el]["score"], cell["per_element"][el]["gate"]) == (e["score"], e["gate"])
     labels = [r["label"] for r in board["rows"]]
-    assert len(set(labels)) == 3 and labels[1] == _read(files["curl"])["model"]["name"]
+    curl = _read(files["curl"])  # named family · checkpoint · precision (docs/board.md, "Names"): LJ · +curl(0.3) · …
+    who = naming.identity(curl["model"], curl.get("card"), gates.model_precision(curl["model"], curl.get("card"),
+                                                                                 curl["dtype"]))
+    assert len(set(labels)) == 3 and labels[1] == who.label() == board["rows"][1]["label"]
+    assert who.family == naming.FAMILY_NAMES["lj"] and curl["model"]["name"].partition("+")[2] in who.checkpoint
     # the curl model fails the equivariance gate on the board as in its report
     assert board["rows"][1]["cells"]["equivariance"]["gate"] is False
 

@@ -199,7 +199,7 @@ def test_board_refuses_somebody_elses_files_unless_force(tmp_path, capsys):
     assert err.startswith("jaxcert: error: --out: ") and "'board.json'" in err and "--force" in err
     assert (out / "index.html").read_text() == "<p>my home page</p>" and not (out / "lj.json").exists()
     assert main([*argv, "--force"]) == 0
-    assert json.loads((out / "board.json").read_text())["rows"][0]["label"] == "lj"
+    assert json.loads((out / "board.json").read_text())["rows"][0]["file"] == "lj.json"
     assert main(argv) == 0  # now marked as a board folder
 
 

@@ -21,6 +21,7 @@ import html
 import io
 import json
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +29,7 @@ import jaxcert
 from jaxcert.board import BoardResult, _page, main_progress
 from jaxcert.cli import main
 from jaxcert.core.inputs import InputError
-from jaxcert.report import compare
+from jaxcert.report import compare, published
 from jaxcert.report.summary import printable
 from jaxcert.specs import load_model
 from tests import _browser
@@ -130,11 +131,12 @@ class _Scan(HTMLParser):
             self.text.append(data)
 
 
-def _assert_inert(page: str, shown: list[str], scripts: tuple[str, ...] = (compare._JS,)) -> None:
+def _assert_inert(page: str, shown: list[str], scripts: tuple[str, ...] = (compare._JS,),
+                  links: tuple[str, ...] = ()) -> None:
     """``page`` runs no code from data: each script element is one of ``scripts`` (without attributes), each
-    ``on*`` attribute is one of the fixed handlers, links stay in the page, no element loads anything; the raw
-    injections are nowhere in the source, and each text of ``shown`` is on the page as text (rendered, not
-    dropped)."""
+    ``on*`` attribute is one of the fixed handlers, links stay in the page (but for the addresses of ``links``,
+    which jaxcert builds from checked parts), no element loads anything; the raw injections are nowhere in the
+    source, and each text of ``shown`` is on the page as text (rendered, not dropped)."""
     scan = _Scan()
     scan.feed(page)
     scan.close()
@@ -150,7 +152,8 @@ def _assert_inert(page: str, shown: list[str], scripts: tuple[str, ...] = (compa
             if name.startswith("on"):
                 assert value in FIXED_HANDLERS, (tag, name, value)
             if name in ("href", "src", "action", "formaction", "xlink:href"):
-                assert value is not None and value.startswith("#"), (tag, name, value)
+                assert value is not None and (value.startswith("#") or (name == "href" and tag == "a"
+                                                                          and value in links)), (tag, name, value)
             assert "PWNED" not in name, (tag, name)
     texts = "".join(scan.text)
     for text in shown:
@@ -159,6 +162,10 @@ def _assert_inert(page: str, shown: list[str], scripts: tuple[str, ...] = (compa
 
 _CLICK_EVERYTHING = r"""
 R.title_loaded = document.title;
+// the export buttons hand their file to jcDownload: kept here instead of downloaded (a download can hold
+// Chromium's --dump-dom), so the test reads what each button exported
+R.exports = [];
+if (typeof jcDownload === 'function') jcDownload = function(name, type, text){ R.exports.push([name, text]); };
 var all = Array.prototype.slice.call(document.querySelectorAll('body *'));
 R.handlers = [];
 all.forEach(function(el){
@@ -174,6 +181,8 @@ all.forEach(function(el){
   ['mouseover', 'mouseenter', 'focus'].forEach(function(t){
     el.dispatchEvent(new MouseEvent(t, {bubbles: true}));
   });
+  // a link out of the page (a published row's source) would leave it: hovered, not followed
+  if (el.tagName === 'A' && /^https:/.test(el.getAttribute('href') || '')) return;
   if (el.id !== 'test-results' && typeof el.click === 'function') { el.click(); R.clicked++; }
 });
 R.title = document.title;
@@ -191,6 +200,9 @@ def _assert_inert_in_browser(page: str, scripts: tuple[str, ...] = (compare._JS,
     assert r["title_loaded"] != "PWNED" and r["title"] != "PWNED", r
     assert all(s in scripts for s in r["scripts"]), r["scripts"]
     assert all(h.split("=", 1)[1] in FIXED_HANDLERS for h in r["handlers"]), r["handlers"]
+    if "jcDownload" in page and "id=jc-controls" in page:  # both export buttons were clicked and gave their files
+        assert sorted(name for name, _ in r["exports"]) == ["board.csv", "board.json"], r["exports"]
+        json.loads(dict(r["exports"])["board.json"])
 
 
 # ------------------------------------------------------------------ (a) pages
@@ -214,6 +226,55 @@ def test_compare_and_board_pages_run_no_code_from_a_hostile_report(clean, key, t
     _assert_inert_in_browser(full)
     empty = _page(board, None)  # no model produced a report: the list of failed models alone
     _assert_inert(empty, shown=[text], scripts=())
+
+
+PUBLISHED = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "board" / "published_pescert.json"
+
+
+def _hostile_published(text: str) -> dict:
+    """The committed published file with ``text`` in every free-text field the page shows (the source's address
+    parts are checked by the reader: :func:`test_a_published_file_with_a_hostile_source_is_refused`)."""
+    doc = json.loads(PUBLISHED.read_text(encoding="utf-8"))
+    doc["source"]["generated"] = text
+    for m in doc["models"].values():
+        m.update({"label": text, "family": text, "calculator": text, "packages": [text], "training_set": [text],
+                  "gpu": {"name": text}, "twin": {"family": text, "checkpoint": text}})
+        m["throughput"].update({"system": text, "integrator": text})
+    return doc
+
+
+@pytest.mark.parametrize("key", list(PAYLOADS))
+def test_board_page_with_hostile_published_rows_runs_no_code(clean, key, tmp_path):
+    """``--published``: the published rows' labels, families, calculator strings, package pins, training sets,
+    hardware, protocol and date are data on the page (its cards, filters, search text, charts and exports); the one
+    link out of the page is the source's address, built from its checked parts."""
+    text = PAYLOADS[key]
+    doc = _hostile_published(text)
+    path = tmp_path / "published.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    board = compare.build_board(_hostile_pair(clean, key))
+    published.add(board, published.load(path))
+    board["failed"] = []
+    page = _page(board, compare.board_html(board, sort="overall"))
+    assert page.count("class='card published'") == len(doc["models"])
+    _assert_inert(page, shown=[text, FILE_NAME], links=(published.source_url(doc["source"]),))
+    _assert_inert_in_browser(page)
+
+
+def test_a_published_file_with_a_hostile_source_is_refused(tmp_path, capsys):
+    """The parts of the source's address (repository, path, commit) are checked: an injection there is refused
+    with one line naming --published, the file and the field, before any model runs."""
+    for field, value in (("repo", "x/y' onclick='a"), ("path", "javascript:alert(1)"), ("commit", SCRIPT)):
+        doc = json.loads(PUBLISHED.read_text(encoding="utf-8"))
+        doc["source"][field] = value
+        path = tmp_path / f"{field}.json"
+        path.write_text(json.dumps(doc), encoding="utf-8")
+        out = tmp_path / f"out-{field}"
+        assert main(["board", "--models", "lj", "--elements", "Si", "--probes", "parity", "--out", str(out),
+                     "--published", str(path), "--no-throughput", "--quiet"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "--published" in err and f"source.{field}" in err, err
+        assert not (out / "lj.json").exists()
 
 
 def test_lambda_board_of_hostile_structure_and_model_names_runs_no_code(clean, tmp_path):

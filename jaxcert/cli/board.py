@@ -40,7 +40,8 @@ def cmd_board(a: argparse.Namespace) -> int:
         res = run_board(entries, a.elements, a.out, probes="all" if a.probes is None else a.probes, seed=a.seed,
                         dtype=a.dtype, agg=a.agg, throughput=not a.no_throughput, workers=a.workers,
                         scheduler=a.scheduler, on_model=show, skip_unsupported=a.skip_unsupported,
-                        progress=None if a.quiet else display, gates=a.gates, force=a.force)
+                        progress=None if a.quiet else display, gates=a.gates, force=a.force,
+                        published=a.published, rebuild=a.rebuild)
     except KeyboardInterrupt:  # Ctrl-C: what each model's file keeps (the CLI prints it and exits 130)
         from jaxcert.probes.suite import resolve_probes
 
@@ -104,6 +105,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--scheduler", metavar="ADDRESS", default=None,
                    help="run the models on an existing dask cluster (tcp://host:8786); OUT must be a folder "
                    "every worker sees at the same path")
+    c.add_argument("--published", metavar="FILE", default=None,
+                   help="add the published finite-difference board's rows from FILE (its scores, transcribed with "
+                   "the commit they come from, e.g. benchmarks/results/board/published_pescert.json), marked as "
+                   "such, and show each of our rows' difference from its published twin per probe (docs/board.md)")
+    c.add_argument("--rebuild", action="store_true",
+                   help="write board.json and index.html from the complete reports already in --out: no model is "
+                   "loaded and nothing is computed (exit 2 if a model's report is missing, partial or of another run)")
     c.add_argument("--no-throughput", action="store_true",
                    help="do not measure throughput (the short NVE run per model; docs/board.md)")
     c.add_argument("--quiet", action="store_true", help="no per-probe progress (serial runs show each model's "

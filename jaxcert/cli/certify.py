@@ -10,7 +10,7 @@ import sys
 
 from jaxcert._lam import LAMBDA_GATE, lam
 from jaxcert.board import refuse_images_that_do_not_fit
-from jaxcert.checkpoint import kept_md, load_finished, write_json, write_report
+from jaxcert.checkpoint import kept_md, kept_nacl, load_finished, write_json, write_report
 from jaxcert.cli._common import load_model, model_args, set_dtype
 from jaxcert.core import inputs
 from jaxcert.probes.suite import certify, resolve_probes
@@ -69,7 +69,8 @@ def cmd_certify(a: argparse.Namespace) -> int:
     try:
         report = certify(model, elements, probes=names, seed=seed, dtype=dtype, agg=a.agg, progress=progress,
                          skip_unsupported=a.skip_unsupported, finished=finished, on_probe=checkpoint,
-                         throughput=a.throughput, md_kept=kept_md(a.json) if kept else None, gates=a.gates)
+                         throughput=a.throughput, md_kept=kept_md(a.json) if kept else None,
+                         nacl_kept=kept_nacl(a.json) if kept else None, gates=a.gates)
     except KeyboardInterrupt:  # Ctrl-C: say exactly what was kept (the CLI prints it and exits 130)
         raise KeyboardInterrupt(_interrupted(a.json, saved["probes"], saved["done"], len(names))) from None
     finally:
@@ -164,9 +165,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="keep the probes already finished in --json FILE and run only the rest (the file is "
                    "rewritten atomically after every probe)")
     c.add_argument("--throughput", action="store_true",
-                   help="also measure throughput: evaluations/s of the suite and a short NVE run on ~100 atoms, in the "
-                   "report's 'throughput' (docs/board.md; minutes for a large network on a CPU, so off unless asked; "
-                   "`jaxcert board` measures it by default)")
+                   help="also measure throughput: evaluations/s of the suite and NVE atom·steps/s on the published "
+                   "board's 100-atom NaCl cell, with the hardware and peak memory, in the report's 'throughput' "
+                   "(docs/board.md; minutes for a large network on a CPU, so off unless asked; `jaxcert board` "
+                   "measures it by default)")
     gate_profile(c)
     no_fail(c)
     c.set_defaults(fn=cmd_certify)

@@ -31,7 +31,8 @@ from typing import Any
 
 import jax
 
-__all__ = ["platform", "on_cpu", "machine", "device_name", "available_bytes"]
+__all__ = ["platform", "on_cpu", "machine", "device_name", "available_bytes", "hardware", "reset_peak_memory",
+           "peak_memory"]
 
 
 def platform() -> str:
@@ -105,3 +106,80 @@ def device_name() -> str:
         m = machine()
         return f"cpu ({m.get('cpu_model') or m.get('processor') or 'unknown CPU'}, {m.get('cpu_count')} cores)"
     return f"{d.platform} ({getattr(d, 'device_kind', str(d))})"
+
+
+def _meminfo_total() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def hardware() -> dict[str, Any]:
+    """What a rate was measured on (docs/board.md, "Throughput"): the device in words (:func:`device_name`), the
+    platform, the CPU model and core count, the host memory, and for an accelerator its kind and memory limit
+    (``None`` where not reported)."""
+    d = jax.devices()[0]
+    m = machine()
+    accel_bytes = None
+    if d.platform != "cpu":
+        try:
+            accel_bytes = int((d.memory_stats() or {}).get("bytes_limit")) or None
+        except Exception:  # noqa: BLE001 - a backend without memory statistics
+            accel_bytes = None
+    return {"device": device_name(), "platform": d.platform, "cpu": m.get("cpu_model") or m.get("processor"),
+            "cpu_cores": m.get("cpu_count"), "host_memory_bytes": _meminfo_total(),
+            "accelerator": None if d.platform == "cpu" else str(getattr(d, "device_kind", d)),
+            "accelerator_memory_bytes": accel_bytes}
+
+
+def reset_peak_memory() -> bool:
+    """Start the host peak-memory count afresh: the kernel's high-water mark of this process's resident memory
+    (``VmHWM``) is reset by writing ``5`` to ``/proc/self/clear_refs`` (Linux >= 4.0).  Returns whether it was
+    reset; where it was not, :func:`peak_memory` reports the peak since the process started."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_memory(since_reset: bool = False) -> dict[str, Any]:
+    """Peak memory of this process: ``host_rss_bytes``, the high-water mark of its resident memory (``VmHWM``,
+    else ``ru_maxrss``), with ``host_scope`` saying since when (``since_reset``: since :func:`reset_peak_memory`
+    succeeded, else since the process started); ``device_bytes``, an accelerator's ``peak_bytes_in_use`` since
+    the process started (``None`` on a CPU or where not reported)."""
+    host = None
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    host = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        host = None
+    if host is None:
+        try:
+            import resource
+
+            host = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024  # kB on Linux
+            since_reset = False
+        except (ImportError, OSError, ValueError):
+            host = None
+    d = jax.devices()[0]
+    dev = None
+    if d.platform != "cpu":
+        try:
+            stats = d.memory_stats() or {}
+            dev = int(stats["peak_bytes_in_use"]) if "peak_bytes_in_use" in stats else None
+        except Exception:  # noqa: BLE001 - a backend without memory statistics
+            dev = None
+    return {"host_rss_bytes": host,
+            "host_scope": "this model's run (certification and throughput)" if since_reset else
+            "the process since it started",
+            "device_bytes": dev, "device_scope": None if dev is None else "the process since it started"}

@@ -85,7 +85,7 @@ from jaxcert.optim.relax import bfgs
 __all__ = [
     "LangevinConfig", "Trajectory", "VerletResult", "COM_MODES",
     "maxwell_boltzmann", "kinetic_energy", "kinetic_temperature", "center_of_mass",
-    "velocity_verlet", "langevin_coefficients", "langevin_step", "baoab_step", "step_function",
+    "velocity_verlet", "verlet_program", "langevin_coefficients", "langevin_step", "baoab_step", "step_function",
     "INTEGRATORS", "langevin_trajectory", "extend", "trajectory_details",
     "frame_indices", "frames", "check_thermostat", "noise_key", "TRAJECTORY_NOISE_STREAM", "start", "advance",
 ]
@@ -207,6 +207,17 @@ def velocity_verlet(model: Model, s: Structure, velocities: jax.Array, timestep_
     s = model.prepare(s)
     return neighbors.rerun_on_overflow(lambda t: (r := _VERLET(model, t, velocities, timestep_fs, n_steps),
                                                   neighbors.list_ok(r.neighbor_state)), s, "velocity_verlet")[0]
+
+
+def verlet_program(model: Model, s: Structure, velocities: jax.Array, timestep_fs: float, n_steps: int) -> Any:
+    """The compiled ``n_steps`` program of :func:`velocity_verlet` for structures shaped as ``s`` (compiled now,
+    ahead of time), called as ``program(model, s, velocities, timestep_fs) -> VerletResult``.
+
+    Unlike :func:`velocity_verlet` it does not answer a neighbour-list overflow: the caller reads
+    :func:`jaxcert.core.neighbors.list_ok` of the result's ``neighbor_state``.  For timing a run without its
+    compilation (:func:`jaxcert.probes.throughput.nacl_rate`).
+    """
+    return _VERLET.lower(model, model.prepare(s), velocities, timestep_fs, n_steps).compile()
 
 
 def _verlet(model: Model, s: Structure, velocities: jax.Array, timestep_fs: float, n_steps: int) -> VerletResult:

@@ -228,6 +228,7 @@ def certify(
     throughput: bool = False,
     md_kept: dict[str, Any] | None = None,
     card: bool = True,
+    nacl_kept: dict[str, Any] | None = None,
     gates: str = "exact",
 ):
     """Run the certification suite and return a :class:`jaxcert.report.certification.Report`.
@@ -256,12 +257,14 @@ def certify(
         programs of later probes compile while earlier ones run; results are identical
         (the same programs), only ``wall_s`` per probe then excludes the overlapped compile.
       throughput: after the probes, measure the model's throughput into the report's ``"throughput"``
-        (:mod:`jaxcert.probes.throughput`: evaluations/s of the suite, atom·steps/s of a short NVE run on
-        about 100 atoms of the first element; docs/board.md).  Off by default, to keep library calls and
+        (:mod:`jaxcert.probes.throughput`: evaluations/s of the suite, atom·steps/s of NVE runs on the published
+        board's 100-atom NaCl cell, hardware and peak memory; docs/board.md).  Off by default, to keep library calls and
         tests to the probes; the CLI's ``certify`` and ``board`` turn it on.
       md_kept: with ``throughput``, an NVE measurement of this model on this device kept from an earlier run
         of the same report (:func:`jaxcert.checkpoint.kept_md`), used instead of measuring it again; a resumed
         run that recomputes one probe does not spend minutes re-running the MD of a large network.
+      nacl_kept: with ``throughput``, the measurement on the published board's NaCl cell kept from an earlier run
+        (:func:`jaxcert.checkpoint.kept_nacl`), as ``md_kept``.
       card: put the model card (:func:`jaxcert.probes.card.model_card`) in the report's ``"card"``.
       gates: the gate profile of the report's verdicts (:mod:`jaxcert.report.gates`): ``"exact"`` (thresholds at
         the floating-point floor of the model's precision, the default) or ``"reference"`` (the published
@@ -275,6 +278,7 @@ def certify(
         support (without ``skip_unsupported``), a bad seed, aggregation, dtype or probe name.
     """
     t_start = time.perf_counter()
+    memory_reset = device.reset_peak_memory() if throughput else False  # the peak the throughput reports: this run's
     compiled_before = compilation.snapshot()
     inputs.choice("gates", gates, gate_profiles.PROFILES)
     all_elements = inputs.elements("elements", elements)
@@ -409,7 +413,8 @@ def certify(
     if throughput:
         if progress is not None and getattr(progress, "phase", None) is not None:
             progress.phase("throughput")
-        rates = measure_throughput(model, elements, outcomes, dtype, md=md_kept if md_kept else True)
+        rates = measure_throughput(model, elements, outcomes, dtype, md=md_kept if md_kept else True,
+                                   nacl=nacl_kept if nacl_kept else True, memory_since_reset=memory_reset)
     if progress is not None:
         progress("done", len(names), len(names), last)
     return partial_report(rates)

@@ -84,18 +84,29 @@ def _mean_floor(outcome: Any, se: tuple[float | None, list[float | None]] | None
 
 
 def throughput_line(t: dict[str, Any]) -> str:
-    """One line for the terminal: "throughput: 1.2e+03 evaluations/s (suite) · 4.5e+05 atom·steps/s (NVE, 125
-    Si atoms) on cpu ..." (docs/board.md, "Throughput"); a part that was not measured is left out."""
+    """One line for the terminal: "throughput: 1.2e+03 model evaluations/s (suite) · 1.1e+05 ± 7.5e+03 atom·steps/s
+    (NVE on the published board's NaCl cell, 100 atoms) · peak memory 0.49 GB on cpu ..." (docs/board.md,
+    "Throughput"); a part that was not measured is left out, one that failed says why."""
     parts = []
     suite = t.get("suite") or {}
     if suite.get("evals_per_s") is not None:
         parts.append(f"{suite['evals_per_s']:.3g} model evaluations/s (suite)")
+    nacl = t.get("nacl") or {}
+    if nacl.get("atom_steps_per_s") is not None:
+        sd = nacl.get("atom_steps_per_s_stdev")
+        parts.append(f"{nacl['atom_steps_per_s']:.3g}" + (f" ± {sd:.2g}" if sd is not None else "") +
+                     f" atom·steps/s (NVE on the published board's NaCl cell, {nacl.get('n_atoms')} atoms)")
+    elif nacl.get("error"):
+        parts.append(f"NaCl throughput not measured ({nacl['error'][:120]})")
     md = t.get("md") or {}
     if md.get("atom_steps_per_s") is not None:
         parts.append(f"{md['atom_steps_per_s']:.3g} atom·steps/s (NVE velocity Verlet, {md.get('n_atoms')} "
                      f"{md.get('element')} atoms)")
     elif md.get("error"):
         parts.append(f"MD throughput not measured ({md['error'][:120]})")
+    mem = (t.get("peak_memory") or {}).get("host_rss_bytes")
+    if isinstance(mem, int) and not isinstance(mem, bool):
+        parts.append(f"peak memory {mem / 1e9:.2f} GB")
     return "throughput: " + (" · ".join(parts) or "not measured") + f" on {t.get('device', 'unknown device')}"
 
 

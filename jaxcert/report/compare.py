@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from jaxcert.core.inputs import InputError, integer
+from jaxcert.report import board_page, naming
 from jaxcert.report import gates as gate_profiles
 from jaxcert.report import schema as report_schema
 from jaxcert.report.explain import EXPLANATIONS, explain, short_name, wrapped
@@ -281,8 +282,11 @@ def _report_row(s: Source, probes: list[str], elements: list[str], dropped_el: b
     else:
         overall, n_evals = agg.get("overall"), agg.get("n_evals")
         per_el = {el: (agg.get("per_element_overall") or {}).get(el) for el in elements}
+    who = naming.identity(d.get("model") if isinstance(d.get("model"), dict) else s.model_name,
+                          d.get("card") if isinstance(d.get("card"), dict) else None, precision)
     return {
-        "label": s.model_name, "file": s.name, "model": d.get("model"), "dtype": d.get("dtype"),
+        "label": who.label(profile), "family": who.family, "checkpoint": who.checkpoint, "origin": "jaxcert",
+        "file": s.name, "model": d.get("model"), "dtype": d.get("dtype"),
         "seed": d.get("seed"), "agg": method, "versions": d.get("versions") or {},
         "elements_in_report": d.get("elements"), "wall_time_s": d.get("wall_time_s"), "n_evals": n_evals,
         "host_evaluations": agg.get("host_evaluations"), "overall": overall,
@@ -296,14 +300,23 @@ def _report_row(s: Source, probes: list[str], elements: list[str], dropped_el: b
 
 def _speed(d: dict[str, Any]) -> dict[str, Any]:
     """A report's model card and throughput (``jaxcert certify --throughput``, ``jaxcert board``; None where the
-    report has none) and the two rates the board sorts by: model evaluations per second of the suite and
-    atom·steps per second of the NVE run (docs/board.md, "Throughput")."""
+    report has none), the two rates the board sorts by: model evaluations per second of the suite and atom·steps
+    per second on the published board's NaCl cell (``throughput.nacl``; the rate of another cell, ``md``, is not
+    comparable with the published column and stays in the card), and what the page filters by: the training set
+    the model's package states and the device (docs/board.md, "Throughput")."""
     t = d.get("throughput") if isinstance(d.get("throughput"), dict) else {}
-    suite, md = t.get("suite") or {}, t.get("md") or {}
+    card = d.get("card") if isinstance(d.get("card"), dict) else {}
+    suite, nacl = t.get("suite") or {}, t.get("nacl") or {}
+    training = card.get("training_data")
     return {"card": d.get("card"), "throughput": d.get("throughput"),
             "compilation": d.get("compilation") if isinstance(d.get("compilation"), dict) else None,
             "evals_per_s": suite.get("evals_per_s") if _finite(suite.get("evals_per_s")) else None,
-            "atom_steps_per_s": md.get("atom_steps_per_s") if _finite(md.get("atom_steps_per_s")) else None}
+            "atom_steps_per_s": nacl.get("atom_steps_per_s") if _finite(nacl.get("atom_steps_per_s")) else None,
+            "atom_steps_per_s_stdev": (nacl.get("atom_steps_per_s_stdev")
+                                       if _finite(nacl.get("atom_steps_per_s_stdev")) else None),
+            "parameters": card.get("parameters") if isinstance(card.get("parameters"), int) else None,
+            "training_set": training if isinstance(training, str) and training.strip() else None,
+            "device": t.get("device") or card.get("device")}
 
 
 def has_speed(board: dict[str, Any]) -> bool:
@@ -464,7 +477,9 @@ def _fixed_keys(kind: str) -> dict[str, tuple[Any, bool]]:
         return {**common, "overall": (lambda r: r["overall"], True),
                 "gates": (lambda r: (r["gates_passed"] / r["gates_total"]) if r["gates_total"] else None, True),
                 "evals_per_s": (lambda r: r.get("evals_per_s"), True),
-                "atom_steps_per_s": (lambda r: r.get("atom_steps_per_s"), True)}
+                "atom_steps_per_s": (lambda r: r.get("atom_steps_per_s"), True),
+                "parameters": (lambda r: r.get("parameters"), True),
+                "source": (lambda r: board_page.source_text(r).lower(), False)}
     return {**common, "mean": (lambda r: r["mean"], False), "max": (lambda r: r["max"], False),
             "gate": (lambda r: None if r["gate"] is None else int(r["gate"]), True)}
 
@@ -552,7 +567,7 @@ def _header(board: dict[str, Any]) -> list[str]:
         head = ["Model", "Overall", "Gates"] + [short_name(c) for c in board["columns"]]
     else:
         head = ["Model", "λ mean", "λ max", "Gate"] + list(board["columns"])
-    speed = ["Evals/s", "Atom·steps/s"] if has_speed(board) else []
+    speed = ["Evals/s", "NaCl atom·steps/s"] if has_speed(board) else []
     return head + ["Evals", "Wall s", "dtype"] + speed + list(board["version_keys"])
 
 
@@ -738,6 +753,7 @@ function jcSort(th){
     if(x===null&&y===null) return 0; if(x===null) return 1; if(y===null) return -1;
     return (x<y?-1:x>y?1:0)*sign;});
   groups.forEach(function(g){table.appendChild(g);});
+  jcPinOrder(); jcSortState(th, dir);
 }
 function jcOpen(id){var d=document.getElementById(id); if(d&&d.tagName==='DETAILS') d.open=true;}
 function jcToggle(b){
@@ -747,7 +763,7 @@ function jcToggle(b){
 Array.prototype.forEach.call(document.querySelectorAll('a[data-open]'), function(a){
   a.addEventListener('click', function(ev){ev.stopPropagation(); jcOpen(a.getAttribute('data-open'));});
 });
-"""
+""" + board_page.JS
 
 
 def _e(x: Any) -> str:
@@ -761,13 +777,17 @@ def _v(x: Any) -> str:
     return _e(repr(float(x)) if isinstance(x, (int, float)) and not isinstance(x, bool) else x)
 
 
-def _th(text: str, key_type: str, first: str, title: str = "", link: str = "", full: str = "") -> str:
-    """A sortable header; ``full``: the column's full name where ``text`` is its short form."""
+def _th(text: str, key_type: str, first: str, title: str = "", link: str = "", full: str = "",
+        sorted_as: str | None = None) -> str:
+    """A sortable header; ``full``: the column's full name where ``text`` is its short form (``data-name``, the
+    name the exports use); ``sorted_as``: the direction the rows are sorted by this column now, if they are."""
     t = f" title='{_e(title)}'" if title else ""
     a = (f" <a class=why href='#{_e(link)}' data-open='{_e(link)}' "
          f"title='what this probe tests, per element'>?</a>") if link else ""
     label = f"<abbr title='{_e(full)}'>{_e(text)}</abbr>" if full and full != text else _e(text)
-    return (f"<th onclick='jcSort(this)' data-type={key_type} data-first={first}{t}>{label}{a}</th>")
+    now = f" aria-sort={sorted_as}" if sorted_as else ""
+    return (f"<th onclick='jcSort(this)' data-type={key_type} data-first={first} data-name='{_e(full or text)}'"
+            f"{now}{t}>{label}{a}</th>")
 
 
 def _gate_html(g: bool | None) -> str:
@@ -850,6 +870,46 @@ def _rate(x: Any, unit: str) -> str:
     return "—" if not _finite(x) else f"{x:.3g} {unit}".rstrip()
 
 
+def _gb(x: Any) -> str:
+    return "—" if not isinstance(x, int) or isinstance(x, bool) else f"{x / 1e9:.2f} GB"
+
+
+def _nacl_text(t: dict[str, Any]) -> str:
+    """The NaCl measurement of a throughput object, in words (docs/board.md, "Throughput")."""
+    n = t.get("nacl") or {}
+    if not n:
+        return "not measured (report written before this measurement existed)"
+    if n.get("error"):
+        return f"not measured: {n['error']}"
+    sd = n.get("atom_steps_per_s_stdev")
+    return (_rate(n.get("atom_steps_per_s"), "atom·steps/s") + (f" ± {sd:.3g}" if _finite(sd) else "") +
+            f" ({n.get('system')}, {n.get('n_atoms')} atoms; {n.get('warmup_steps')} warm-up steps, "
+            f"{n.get('n_repeats')} × {n.get('timed_steps')} timed steps; compiled ahead in "
+            f"{_num(n.get('compile_s'), '.1f')} s)" + (" — kept from an earlier run" if n.get("kept") else ""))
+
+
+def _memory_text(t: dict[str, Any]) -> str | None:
+    m = t.get("peak_memory") or {}
+    if not m:
+        return None
+    text = f"host {_gb(m.get('host_rss_bytes'))} resident ({m.get('host_scope') or 'scope not recorded'})"
+    if m.get("device_bytes") is not None:
+        text += f"; device {_gb(m.get('device_bytes'))} ({m.get('device_scope')})"
+    return text
+
+
+def _hardware_text(t: dict[str, Any], c: dict[str, Any]) -> str:
+    h = t.get("hardware") or {}
+    if not h:
+        return str(t.get("device") or c.get("device") or "not recorded")
+    parts = [str(h.get("device") or "")]
+    if h.get("host_memory_bytes"):
+        parts.append(f"{_gb(h['host_memory_bytes'])} host memory")
+    if h.get("accelerator_memory_bytes"):
+        parts.append(f"{_gb(h['accelerator_memory_bytes'])} on the accelerator")
+    return ", ".join(p for p in parts if p)
+
+
 def card_html(row: dict[str, Any]) -> str:
     """A row's model card and throughput as a small definition table (its drill-down; docs/board.md)."""
     c = row.get("card") or {}
@@ -857,6 +917,12 @@ def card_html(row: dict[str, Any]) -> str:
     md = t.get("md") or {}
     suite = t.get("suite") or {}
     files = "; ".join(f"{f['role']} {f['path']} ({f['bytes']} B) sha256 {f['sha256']}" for f in c.get("files") or [])
+    other = None
+    if md:
+        other = (_rate(md.get("atom_steps_per_s"), "atom·steps/s") +
+                 (f" ({md.get('n_atoms')} {md.get('element')} atoms, {md.get('n_steps')} steps)"
+                  if md.get("n_atoms") else "") + (f" — {md['error']}" if md.get("error") else "") +
+                 "; not comparable with the published column (another cell)")
     items = [
         ("parameters", c.get("parameters") if c.get("parameters") is not None else
          f"— ({c.get('parameters_counted_as', 'not recorded')})"),
@@ -865,11 +931,11 @@ def card_html(row: dict[str, Any]) -> str:
         ("packages", ", ".join(f"{k} {v}" for k, v in (c.get("packages") or {}).items())),
         ("checkpoint", c.get("checkpoint")), ("files", files or None), ("stated sha256", c.get("stated_sha256")),
         ("training data", c.get("training_data") or "not stated by the model's package"),
-        ("source", c.get("source")), ("device", c.get("device") or t.get("device")),
+        ("source", c.get("source")), ("hardware", _hardware_text(t, c)),
         ("suite throughput", _rate(suite.get("evals_per_s"), "evaluations/s")),
-        ("MD throughput", _rate(md.get("atom_steps_per_s"), "atom·steps/s") +
-         (f" ({md.get('n_atoms')} {md.get('element')} atoms, {md.get('n_steps')} steps)" if md.get("n_atoms") else "")
-         + (f" — {md['error']}" if md.get("error") else "")),
+        ("NaCl throughput", _nacl_text(t) if t else None),
+        ("MD throughput, own cell", other),
+        ("peak memory", _memory_text(t)),
         ("compilation", compilation_line(row["compilation"]).removeprefix("compilation: ")
          if row.get("compilation") else None),
     ]
@@ -879,38 +945,46 @@ def card_html(row: dict[str, Any]) -> str:
 
 
 def cards_section(rows: Sequence[dict[str, Any]]) -> str:
-    """Throughput and model cards of every row: one table, one row per model."""
-    head = ("<tr><th>model</th><th>evaluations/s (suite)</th><th>atom·steps/s (NVE)</th><th>MD cell</th>"
-            "<th>device</th><th>parameters</th><th>cutoff (Å)</th><th>precision</th><th>training data</th></tr>")
+    """Throughput and model cards of every row: one table, one row per model (published rows included)."""
+    head = ("<tr><th>model</th><th>source</th><th>evaluations/s (suite)</th><th>NaCl atom·steps/s</th>"
+            "<th>hardware</th><th>peak memory</th><th>parameters</th><th>cutoff (Å)</th><th>precision</th>"
+            "<th>training data</th></tr>")
     out = []
     for r in rows:
         c, t = r.get("card") or {}, r.get("throughput") or {}
-        md = t.get("md") or {}
-        cell = f"{md['n_atoms']} {md.get('element')}" if md.get("n_atoms") else "—"
+        pub = r.get("published") or {}
+        sd = r.get("atom_steps_per_s_stdev")
+        rate = _rate(r.get("atom_steps_per_s"), "") + (f" ± {sd:.2g}" if _finite(sd) else "")
+        hw = pub.get("hardware") if pub else _hardware_text(t, c)
+        mem = _memory_text(t) if not pub else "not published"
+        params = r.get("parameters") if r.get("parameters") is not None else "—"
         out.append(
-            f"<tr><td>{_e(r['label'])}</td><td>{_e(_rate(r.get('evals_per_s'), ''))}</td>"
-            f"<td>{_e(_rate(r.get('atom_steps_per_s'), ''))}</td><td>{_e(cell)}</td>"
-            f"<td style='text-align:left'>{_e(t.get('device') or c.get('device') or '—')}</td>"
-            f"<td>{_e(c.get('parameters') if c.get('parameters') is not None else '—')}</td>"
-            f"<td>{_e(c.get('cutoff_A', '—'))}</td><td>{_e(c.get('precision', '—'))}</td>"
-            f"<td style='text-align:left'>{_e(c.get('training_data') or 'not stated')}</td></tr>")
+            f"<tr><td>{_e(r['label'])}</td><td>{_e(board_page.source_text(r))}</td>"
+            f"<td>{_e(_rate(r.get('evals_per_s'), ''))}</td><td>{_e(rate)}</td>"
+            f"<td style='text-align:left'>{_e(hw or '—')}</td><td style='text-align:left'>{_e(mem or '—')}</td>"
+            f"<td>{_e(params)}</td><td>{_e(c.get('cutoff_A', '—'))}</td><td>{_e(r.get('precision') or '—')}</td>"
+            f"<td style='text-align:left'>{_e(r.get('training_set') or 'not stated')}</td></tr>")
     return ("<h2 id=throughput>Throughput and model cards</h2><p class=note>Suite: model evaluations per second "
-            "of the probes that ran (compilation included); NVE: atom·steps per second of velocity Verlet on about "
-            "100 atoms (docs/board.md). A model's full card is in its drill-down (▸).</p>"
+            "of the probes that ran (compilation included). NaCl: atom·steps per second of NVE velocity Verlet on the "
+            "published board's cell (NaCl rocksalt, 100 atoms; 20 warm-up steps, then the mean ± standard deviation "
+            "of three 100-step runs), the published board's speed column measured its way; rates on different "
+            "hardware do not compare. A model's full card is in its drill-down (▸).</p>"
             f"<div class=scroll><table id=cards>{head}{''.join(out)}</table></div>")
 
 
 def _probe_sections(board: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
     """One expandable section per probe, the only place its explanation is written out: the sentence, then a
-    models × elements table (score, gate, defect ± stderr)."""
+    models × elements table (score, gate, defect ± stderr) of our rows (a published row has no per-element
+    values)."""
     out = ["<h2>Per probe and element</h2><p class=note>Click a probe for what it tests and its per-element "
            "values.</p>"]
     els = board["elements"]
+    ours = [r for r in rows if r.get("origin") != "published"]
     for col in board["columns"]:
         why = board["explanations"].get(col) or ""
         out.append(f"<details id='probe-{_e(col)}'><summary><b>{_e(col)}</b> — {_e(why)}</summary>")
         out.append("<table><tr><th>model</th><th>mean</th>" + "".join(f"<th>{_e(el)}</th>" for el in els) + "</tr>")
-        for r in rows:
+        for r in ours:
             c = r["cells"][col]
             tds = [_score_td(c)] + [_element_td(c["per_element"][el]) for el in els]
             out.append(f"<tr><td>{_e(r['label'])}</td>{''.join(tds)}</tr>")
@@ -923,42 +997,78 @@ def _summary_html(board: dict[str, Any]) -> str:
     return _summary_line(board).removeprefix("jaxcert comparison board · ")
 
 
+#: Sort key of :func:`sort_rows` -> the header of :func:`board_html` it orders by.
+_SORT_HEADS = {"model": "Model", "overall": "Overall", "gates": "Gates", "evals": "Evals", "wall": "Wall (s)",
+               "dtype": "dtype", "evals_per_s": "Evals/s", "atom_steps_per_s": "NaCl atom·steps/s",
+               "parameters": "Parameters", "source": "Source"}
+
+
 def board_html(board: dict[str, Any], sort: str | None = None, reverse: bool = False) -> str:
     """The board as one self-contained HTML page (inline CSS and JS; no external resources).
 
     The page fits a 1,400-px window: the board scrolls sideways inside its own container with the model column
     fixed; the title and each probe's explanation appear once (tests/test_pages.py checks both in Chromium).
+    A board of certification reports also gets the filters, search, pins and exports, the charts, and for
+    published rows and their twins the published card and the per-probe difference (:mod:`board_page`);
+    ``sort`` orders the rows now (the header shows it) and a header click orders them again.
     """
     rows = sort_rows(board, sort, reverse)
     kind = board["kind"]
-    heads = [_th("Model", "text", "ascending")]
-    if kind == "report":
-        heads += [_th("Overall", "num", "descending"), _th("Gates", "num", "descending")]
-        heads += [_th(short_name(c), "num", "descending", title=board["explanations"].get(c) or "",
-                      link=f"probe-{c}", full=c) for c in board["columns"]]
+    report = kind == "report"
+    desc = _fixed_keys(kind)[sort][1] if sort in _fixed_keys(kind) else (sort in board["columns"] and report)
+    now = None if sort is None else ("descending" if desc != reverse else "ascending")
+    sort_head = _SORT_HEADS.get(sort, sort) if sort is not None else None
+
+    def th(text: str, key_type: str, first: str, **kw: Any) -> str:
+        name = kw.get("full") or text
+        return _th(text, key_type, first, sorted_as=now if name == sort_head or text == sort_head else None, **kw)
+
+    published = report and any(r.get("origin") == "published" for r in rows)
+    params = report and any(r.get("parameters") is not None for r in rows)
+    heads = [th("Model", "text", "ascending")]
+    if published:
+        heads.append(th("Source", "text", "ascending", title="jaxcert (exact derivatives) or the published "
+                        "finite-difference board"))
+    if report:
+        heads += [th("Overall", "num", "descending"), th("Gates", "num", "descending")]
+        heads += [th(short_name(c), "num", "descending", title=board["explanations"].get(c) or "",
+                     link=f"probe-{c}", full=c) for c in board["columns"]]
     else:
         why = board["explanations"].get("lambda") or ""
-        heads += [_th("λ mean", "num", "ascending", title=why, link="why-lambda"),
-                  _th("λ max", "num", "ascending", title=why), _th("Gate", "num", "descending")]
-        heads += [_th(c, "num", "ascending", title=why) for c in board["columns"]]
-    heads += [_th("Evals", "num", "ascending"), _th("Wall (s)", "num", "ascending"), _th("dtype", "text", "ascending")]
+        heads += [th("λ mean", "num", "ascending", title=why, link="why-lambda"),
+                  th("λ max", "num", "ascending", title=why), th("Gate", "num", "descending")]
+        heads += [th(c, "num", "ascending", title=why) for c in board["columns"]]
+    heads += [th("Evals", "num", "ascending"), th("Wall (s)", "num", "ascending"), th("dtype", "text", "ascending")]
     speed = has_speed(board)
     if speed:
-        heads += [_th("Evals/s", "num", "descending", title="model evaluations per second of the suite "
-                      "(compilation included)"),
-                  _th("Atom·steps/s", "num", "descending", title="NVE velocity Verlet on about 100 atoms")]
-    heads += [_th(k, "text", "ascending") for k in board["version_keys"]]
+        heads += [th("Evals/s", "num", "descending", title="model evaluations per second of the suite "
+                     "(compilation included)"),
+                  th("NaCl atom·steps/s", "num", "descending", title="NVE velocity Verlet on the published "
+                     "board's 100-atom NaCl cell, measured its way (docs/board.md)")]
+    if params:
+        heads.append(th("Parameters", "num", "descending", title="the model's parameter count (its card)"))
+    heads += [th(k, "text", "ascending") for k in board["version_keys"]]
     ncol = len(heads)
     body = []
-    for r in rows:
-        tds = [f"<td data-v='{_e(r['label'].lower())}'><button class=tog aria-expanded=false "
+    ids = {k: f"r{k}" for k in range(len(rows))}
+    for k, r in enumerate(rows):
+        pin = "<button class=pin aria-pressed=false aria-label='pin this row' title='pin: keep shown, on top'>" \
+              "</button>" if report else ""
+        tds = [f"<td data-v='{_e(r['label'].lower())}'>{pin}<button class=tog aria-expanded=false "
                f"onclick='jcToggle(this)' title='per-element scores'>▸</button> {_e(r['label'])}</td>"]
-        if kind == "report":
+        if published:
+            src = board_page.source_text(r)
+            tds.append(f"<td class=src data-v='{_e(src)}'>{_e(src)}</td>")
+        if report:
             frac = r["gates_passed"] / r["gates_total"] if r["gates_total"] else None
             tds.append(f"<td data-v='{_v(r['overall'])}'>{_num(r['overall'], '.4f')}</td>")
             tds.append(f"<td data-v='{_v(frac)}'>{r['gates_passed']}/{r['gates_total']}</td>")
             tds += [_score_td(r["cells"][c]) for c in board["columns"]]
-            drill = _report_drill(board, r) + (card_html(r) if r.get("card") or r.get("throughput") else "")
+            if r.get("origin") == "published":
+                drill = board_page.published_card(r)
+            else:
+                drill = (_report_drill(board, r) + board_page.twin_table(r)
+                         + (card_html(r) if r.get("card") or r.get("throughput") else ""))
         else:
             g = None if r["gate"] is None else int(r["gate"])
             tds.append(f"<td data-v='{_v(r['mean'])}'>{_num(r['mean'], '.2e')}</td>")
@@ -972,14 +1082,20 @@ def board_html(board: dict[str, Any], sort: str | None = None, reverse: bool = F
         if speed:
             tds += [f"<td data-v='{_v(r.get(k))}'>{_num(r.get(k), '.3g')}</td>"
                     for k in ("evals_per_s", "atom_steps_per_s")]
+        if params:
+            tds.append(f"<td data-v='{_v(r.get('parameters'))}'>{_num(r.get('parameters'), 'd')}</td>")
         tds += [f"<td data-v='{_e(r['versions'].get(k, ''))}'>{_e(r['versions'].get(k, '—'))}</td>"
                 for k in board["version_keys"]]
-        body.append(f"<tbody class=row><tr class=main>{''.join(tds)}</tr>"
+        attrs = (" " + board_page.row_attributes(r, ids[k])) if report else ""
+        body.append(f"<tbody class=row{attrs}><tr class=main>{''.join(tds)}</tr>"
                     f"<tr class=drill hidden><td colspan={ncol}><div class=drillbox>{drill}</div></td></tr></tbody>")
-    order = "in file order" if sort is None else f"sorted by {_e(sort)}" + (" (reversed)" if reverse else "")
+    order = "in file order" if sort is None else f"sorted by {_e(sort_head)} ({now})"
     if kind == "report":
         legend = ("Cells: probe score, the mean over elements (1 = the identity holds; colours below); ✓ gate "
                   "passed, ✗ gate failed, no mark: graded only. ")
+        if published:
+            legend += ("Shaded rows, scores in italics: the published finite-difference board's own scores and "
+                       "gates (its source is in each row's card). ")
         abbrev = [f"{short_name(c)} = {c}" for c in board["columns"] if short_name(c) != c]
         if abbrev:
             legend += "Columns: " + ", ".join(abbrev) + ". "
@@ -992,18 +1108,20 @@ def board_html(board: dict[str, Any], sort: str | None = None, reverse: bool = F
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>jaxcert comparison board</title>",
         "<meta name=viewport content='width=device-width, initial-scale=1'>",
-        f"<style>{_CSS}</style></head><body><main>",
+        f"<style>{_CSS}{board_page.CSS}</style></head><body><main>",
         "<h1>jaxcert comparison board</h1>",
         f"<p class=summary>{_e(_summary_html(board))}</p>",
         f"<p class=note>{_e(legend)}Click a column header to sort (rows now {order}); click ▸ for a model's "
-        "per-element values, ? for a probe's.</p>",
+        "per-element values and card, ? for a probe's.</p>",
         *notes,
+        board_page.controls(rows, f"rows {order}") if report else "",
         f"<div class=scroll><table id=board class=board><thead><tr>{''.join(heads)}</tr></thead>{''.join(body)}"
         "</table></div>",
         colours,
     ]
-    if kind == "report":
-        if any(r.get("card") or r.get("throughput") for r in rows):
+    if report:
+        parts.append(board_page.charts(rows, ids))
+        if any(r.get("card") or r.get("throughput") or r.get("published") for r in rows):
             parts.append(cards_section(rows))
         parts += _probe_sections(board, rows)
     else:  # no per-structure sections: the λ probe's sentence, once

@@ -29,7 +29,8 @@ What is checked (the first problem found is reported):
 * a certification report, when present: ``card`` (an object; every field the board and ``compare`` read of
   the type the writer gives it: ``parameters`` an integer >= 0 or null, ``species`` a list of strings,
   ``packages`` an object of strings, ``files`` a list of objects, the rest text; :data:`CARD_FIELDS`) and
-  ``throughput`` (an object; ``suite.evals_per_s`` and ``md.atom_steps_per_s`` finite numbers >= 0 or null;
+  ``throughput`` (an object; ``suite.evals_per_s``, ``md.atom_steps_per_s`` and ``nacl.atom_steps_per_s``
+  finite numbers >= 0 or null, ``hardware`` and ``peak_memory`` objects of text and byte counts;
   ``docs/board.md``).
 
 Keys the readers do not use are allowed (a newer writer may add some); keys of ``per_element``
@@ -54,7 +55,8 @@ from jaxcert.report.summary import AGGREGATIONS, UNSUPPORTED
 
 __all__ = [
     "REPORT_SCHEMA", "LAMBDA_SCHEMA", "KINDS", "MAX_BYTES", "MAX_DEPTH", "PROBE_STATUSES", "ELEMENT_STATUSES",
-    "STRUCTURE_PROBES", "REPORT_FIELDS", "CARD_FIELDS", "THROUGHPUT_FIELDS", "RATE_FIELDS", "PROBE_FIELDS",
+    "STRUCTURE_PROBES", "REPORT_FIELDS", "CARD_FIELDS", "THROUGHPUT_FIELDS", "RATE_FIELDS", "HARDWARE_FIELDS",
+    "MEMORY_FIELDS", "PROBE_FIELDS",
     "ELEMENT_FIELDS", "AGGREGATE_FIELDS", "LAMBDA_FIELDS",
     "read_json", "check_report", "check_lambda", "load",
 ]
@@ -177,11 +179,37 @@ THROUGHPUT_FIELDS: dict[str, tuple[Kind, bool]] = {
     "device": (TEXT_OR_NULL, False),
     "suite": (Kind(lambda x: x is None or isinstance(x, dict), "an object or null"), False),
     "md": (Kind(lambda x: x is None or isinstance(x, dict), "an object or null"), False),
+    "nacl": (Kind(lambda x: x is None or isinstance(x, dict), "an object or null"), False),
+    "hardware": (Kind(lambda x: x is None or isinstance(x, dict), "an object or null"), False),
+    "peak_memory": (Kind(lambda x: x is None or isinstance(x, dict), "an object or null"), False),
+}
+#: What the board reads of ``throughput.hardware`` and ``throughput.peak_memory`` (shown as text and numbers).
+HARDWARE_FIELDS: dict[str, tuple[Kind, bool]] = {
+    "device": (TEXT_OR_NULL, False), "platform": (TEXT_OR_NULL, False), "cpu": (TEXT_OR_NULL, False),
+    "cpu_cores": (Kind(lambda x: x is None or (_int(x) and 0 <= x <= _INT_MAX), "an integer >= 0 or null"), False),
+    "host_memory_bytes": (Kind(lambda x: x is None or (_int(x) and 0 <= x <= _INT_MAX), "an integer >= 0 or null"),
+                          False),
+    "accelerator": (TEXT_OR_NULL, False),
+    "accelerator_memory_bytes": (Kind(lambda x: x is None or (_int(x) and 0 <= x <= _INT_MAX),
+                                      "an integer >= 0 or null"), False),
+}
+MEMORY_FIELDS: dict[str, tuple[Kind, bool]] = {
+    "host_rss_bytes": (Kind(lambda x: x is None or (_int(x) and 0 <= x <= _INT_MAX), "an integer >= 0 or null"),
+                       False),
+    "host_scope": (TEXT_OR_NULL, False),
+    "device_bytes": (Kind(lambda x: x is None or (_int(x) and 0 <= x <= _INT_MAX), "an integer >= 0 or null"),
+                     False),
+    "device_scope": (TEXT_OR_NULL, False),
 }
 RATE_FIELDS: dict[str, tuple[Kind, bool]] = {
     "evals_per_s": (NON_NEGATIVE_OR_NULL, False),
     "atom_steps_per_s": (NON_NEGATIVE_OR_NULL, False),
     "wall_s": (NON_NEGATIVE_OR_NULL, False),
+    "atom_steps_per_s_stdev": (NON_NEGATIVE_OR_NULL, False),
+    "n_atoms": (Kind(lambda x: x is None or (_int(x) and 0 <= x <= _INT_MAX), "an integer >= 0 or null"), False),
+    "error": (TEXT_OR_NULL, False),
+    "system": (TEXT_OR_NULL, False),
+    "element": (TEXT_OR_NULL, False),
 }
 #: One probe of ``probes`` (``name`` and ``per_element`` are checked on their own).
 PROBE_FIELDS: dict[str, tuple[Kind, bool]] = {
@@ -405,9 +433,12 @@ def check_report(doc: Any, path: str, name: str | None = None) -> dict[str, Any]
         _check_fields(d["card"], CARD_FIELDS, ("card",), at)
     if "throughput" in d:
         _check_fields(d["throughput"], THROUGHPUT_FIELDS, ("throughput",), at)
-        for part in ("suite", "md"):
+        for part in ("suite", "md", "nacl"):
             if isinstance(d["throughput"].get(part), dict):
                 _check_fields(d["throughput"][part], RATE_FIELDS, ("throughput", part), at)
+        for part, fields in (("hardware", HARDWARE_FIELDS), ("peak_memory", MEMORY_FIELDS)):
+            if isinstance(d["throughput"].get(part), dict):
+                _check_fields(d["throughput"][part], fields, ("throughput", part), at)
     elements = _elements(d["elements"], at)
     seen: dict[str, int] = {}
     for k, p in enumerate(d["probes"]):
