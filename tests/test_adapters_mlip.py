@@ -69,7 +69,8 @@ def _cases():
     return {"skewed 2-atom SiC": sic, "8-atom SiC": big, "Si slab": slab, "CH4": ch4}
 
 
-@pytest.mark.parametrize("name", list(_cases()))
+#: the 8-atom SiC cell is compared in test_padding_atoms_are_inert; the skewed 2-atom cell is the harder periodic case
+@pytest.mark.parametrize("name", ["skewed 2-atom SiC", "Si slab", "CH4"])
 def test_energy_forces_stress_equal_the_force_fields_own(force_field, name):
     atoms = _cases()[name]
     model = jaxcert.Model.from_mlip(force_field)

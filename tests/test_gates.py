@@ -157,7 +157,7 @@ def test_compare_judges_every_report_under_the_chosen_profile(tmp_path, capsys):
     files = [os.path.join(BOARD, f) for f in ("lj.json", "jax-sevennet_7net-0.json")]
     assert main(["compare", *files, "--allow-version-mismatch", "--json", str(tmp_path / "e.json")]) == 0
     out = capsys.readouterr().out
-    assert "gates: exact profile" in out and "FAIL jax-sevennet-7net-0 · parity [Li]:" in out
+    assert "gates: exact profile" in out and "FAIL SevenNet · 7net-0 · float64 · parity [Li]:" in out
     exact = json.load(open(tmp_path / "e.json", encoding="utf-8"))
     assert main(["compare", *files, "--allow-version-mismatch", "--gates", "reference", "--json",
                  str(tmp_path / "r.json")]) == 0
