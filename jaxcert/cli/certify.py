@@ -6,6 +6,7 @@ Argument parsing only: the work is :func:`jaxcert.certify` and :func:`jaxcert.la
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from jaxcert._lam import LAMBDA_GATE, lam
@@ -63,6 +64,7 @@ def cmd_certify(a: argparse.Namespace) -> int:
     def checkpoint(rep) -> None:
         saved["done"] = len(rep.outcomes)
         if a.json:
+            saved["writing"] = True  # from here the file is this run's (written atomically)
             write_report(rep, a.json, complete=False)
             saved["probes"] = len(rep.outcomes)
 
@@ -72,7 +74,9 @@ def cmd_certify(a: argparse.Namespace) -> int:
                          throughput=a.throughput, md_kept=kept_md(a.json) if kept else None,
                          nacl_kept=kept_nacl(a.json) if kept else None, gates=a.gates)
     except KeyboardInterrupt:  # Ctrl-C: say exactly what was kept (the CLI prints it and exits 130)
-        raise KeyboardInterrupt(_interrupted(a.json, saved["probes"], saved["done"], len(names))) from None
+        mine = a.json if saved.get("writing") or a.resume else None  # never count a foreign file's probes
+        raise KeyboardInterrupt(_interrupted(a.json, _kept_in(mine, saved["probes"]), saved["done"],
+                                             len(names))) from None
     finally:
         if progress is not None:
             progress.close()
@@ -98,6 +102,18 @@ def cmd_certify(a: argparse.Namespace) -> int:
         print(f"gates failed: {', '.join(failed)}" + (" (exit 0: --no-fail-on-gate)" if a.no_fail_on_gate and
                                                         not crashed else " (exit 1)"), file=sys.stderr)
     return 1 if crashed else _exit_code(not failed, a)
+
+
+def _kept_in(json_path: str | None, counted: int) -> int:
+    """How many probes the ``--json`` file holds now: read from the file itself, since Ctrl-C can land between its
+    atomic write and the count kept in memory (``counted``, used when the file cannot be read)."""
+    if not json_path:
+        return counted
+    try:
+        with open(json_path, encoding="utf-8") as fh:
+            return len(json.load(fh).get("probes") or [])
+    except (OSError, ValueError, AttributeError):
+        return counted
 
 
 def _interrupted(json_path: str | None, saved: int, done: int, total: int) -> str:
