@@ -95,33 +95,31 @@ def _outcome(p: dict[str, Any], elements: list[str], config: str | None) -> Prob
     )
 
 
-def kept_md(path: str | os.PathLike | None) -> dict[str, Any] | None:
-    """The NVE throughput measurement of an earlier run of the report at ``path`` (``throughput.md``), when it
-    was measured without error on this device (:func:`jaxcert.core.device.device_name`); else ``None``.
-    A resumed run passes it to :func:`jaxcert.certify` (``md_kept``) instead of measuring it again."""
+def _kept_rate(path: str | os.PathLike | None, key: str) -> dict[str, Any] | None:
+    """``throughput[key]`` of an earlier run of the report at ``path``, when it was measured without error on this
+    device (:func:`jaxcert.core.device.device_name`); else ``None``."""
     try:
         with open(path, encoding="utf-8") as fh:  # type: ignore[arg-type]
             rates = json.load(fh).get("throughput") or {}
     except (OSError, TypeError, ValueError, AttributeError):
         return None
-    md = rates.get("md") if isinstance(rates, dict) else None
-    if not isinstance(md, dict) or md.get("error") or rates.get("device") != device_name():
+    got = rates.get(key) if isinstance(rates, dict) else None
+    if not isinstance(got, dict) or got.get("error") or rates.get("device") != device_name():
         return None
-    return {k: v for k, v in md.items() if k != "kept"}
+    return {k: v for k, v in got.items() if k != "kept"}
+
+
+def kept_md(path: str | os.PathLike | None) -> dict[str, Any] | None:
+    """The NVE throughput measurement of an earlier run of the report at ``path`` (``throughput.md``), when it
+    was measured without error on this device; else ``None``.  A resumed run passes it to
+    :func:`jaxcert.certify` (``md_kept``) instead of measuring it again."""
+    return _kept_rate(path, "md")
 
 
 def kept_nacl(path: str | os.PathLike | None) -> dict[str, Any] | None:
     """The measurement on the published board's NaCl cell (``throughput.nacl``) of an earlier run of the report at
-    ``path``, when it was measured without error on this device; else ``None`` (as :func:`kept_md`)."""
-    try:
-        with open(path, encoding="utf-8") as fh:  # type: ignore[arg-type]
-            rates = json.load(fh).get("throughput") or {}
-    except (OSError, TypeError, ValueError, AttributeError):
-        return None
-    nacl = rates.get("nacl") if isinstance(rates, dict) else None
-    if not isinstance(nacl, dict) or nacl.get("error") or rates.get("device") != device_name():
-        return None
-    return {k: v for k, v in nacl.items() if k != "kept"}
+    ``path``, as :func:`kept_md`."""
+    return _kept_rate(path, "nacl")
 
 
 def load_finished(path: str | os.PathLike, model: Any, elements: Sequence[str], seed: int, dtype: Any,

@@ -208,7 +208,7 @@ def desorption_loss(model: Model, metal: str, adsorbate: str, config: Mapping[st
     """:func:`barrier_loss` on the rigid desorption scan of ``adsorbate`` from ``metal`` (docs/detective.md §2.2,
     the protocol's settings ``config``), from the original model's scan minimum outward."""
     from jaxcert.detective._registry import make_protocol
-    from jaxcert.detective._surfaces import placed
+    from jaxcert.detective._surfaces import placed, surface_label
 
     p = make_protocol("desorption", dict(config or {}))
     cfg = p.config
@@ -221,8 +221,6 @@ def desorption_loss(model: Model, metal: str, adsorbate: str, config: Mapping[st
     far = Structure.from_ase(placed(metal, adsorbate, float(top + 2.0), cfg), dtype=dtype, min_distance=None)
     e0 = np.asarray(Batch(model, path + [far]).energies(model.params), np.float64)
     start = int(np.argmin(e0[:-1]))
-    from jaxcert.detective._surfaces import surface_label
-
     key = f"{surface_label(metal)}/{adsorbate}"
     return barrier_loss(model, path, far, name=f"barrier {key}", start=start, weight=weight, x=dz,
                         info={"metal": metal, "adsorbate": adsorbate, "dz_from": float(dz[start]),
