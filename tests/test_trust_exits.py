@@ -274,13 +274,20 @@ def test_a_huge_cutoff_exits_2_from_the_cli_within_a_memory_limit(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ Ctrl-C
+def _interruptible() -> None:
+    """In the child: SIGINT back to its default, as in a terminal.  A shell that runs the test suite in the
+    background (``pytest … &``) starts it with SIGINT ignored, the child inherits that, and Python then installs
+    no KeyboardInterrupt handler: the signal would be ignored and the run would end with 0."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _certify_and_interrupt(tmp_path: Path, when) -> tuple[subprocess.CompletedProcess, float]:
     """Run certify in a process, send SIGINT once ``when(stderr_lines)`` holds, and return what came back and
     the seconds from the signal to the exit."""
     p = subprocess.Popen([sys.executable, "-m", "jaxcert.cli", "certify", "--model", "lj", "--elements", "Ar",
                           "--probes", "parity,equivariance,conservativeness,smoothness,betti,trimer",
                           "--json", "r.json"], env=_env(), cwd=tmp_path, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, preexec_fn=_interruptible)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(p.stderr), daemon=True)
     reader.start()
