@@ -19,15 +19,25 @@ from jaxcert.core.structure import Structure
 __all__ = ["anchor_structures"]
 
 
+#: Dimer bond lengths of the anchor set, in units of the pair's covalent-radius sum, and of the held-out set.
+BONDS = (1.0, 1.3)
+HELD_OUT_BONDS = (1.1, 1.5)
+
+
 def anchor_structures(elements: Sequence[str], *, held_out: bool = False, seed: int = 0, dtype: Any = None,
-                      max_atoms: int = 16) -> tuple[list[Structure], list[str]]:
+                      max_atoms: int = 16, bonds: Sequence[float] = BONDS) -> tuple[list[Structure], list[str]]:
     """(structures, labels ``"class:name"``) of the anchor set for ``elements``.
 
     * **bulk**: each element's reference crystal (``ase.build.bulk``), repeated to at least 4 atoms, strained
       isotropically by −2 % and +2 % (held out: −1 % and +3 %) and rattled by 0.03 Å;
     * **surface**: each metal's close-packed 2×2, three-layer slab (fcc(111), bcc(110), hcp(0001)), rattled;
-    * **molecule**: every pair of the elements as a dimer at 1.0× and 1.3× the covalent-radius sum (held out:
-      1.1× and 1.5×), and the small molecules of ASE's G2 set made only of the elements (rattled).
+    * **molecule**: every pair of the elements as a dimer at ``bonds`` × the covalent-radius sum (1.0× and 1.3×;
+      held out: 1.1× and 1.5×), and the small molecules of ASE's G2 set made only of the elements (rattled).
+      A wall repair changes a dimer's curve inside its well; more bond lengths (``bonds=(0.9, 1.0, 1.2, 1.3,
+      1.7)``) hold the curve outside it, where a smooth radial basis would otherwise carry the change
+      (nequix's eight Bessel functions vary on a 0.75 Å scale at its 6 Å cutoff).  They also pin the pair at
+      the distances a barrier repair may need to move (an adsorbate–metal pair near its covalent sum), so the
+      default keeps two.
 
     Rattles use ``seed`` (held out: ``seed + 1``).  Structures above ``max_atoms`` are left out.
     """
@@ -41,7 +51,9 @@ def anchor_structures(elements: Sequence[str], *, held_out: bool = False, seed: 
     dtype = dtype or jnp.zeros(()).dtype
     rng_seed = seed + (1 if held_out else 0)
     strains = (-0.01, 0.03) if held_out else (-0.02, 0.02)
-    bonds = (1.1, 1.5) if held_out else (1.0, 1.3)
+    if set(map(float, bonds)) & set(HELD_OUT_BONDS):
+        raise ValueError(f"bonds: {tuple(bonds)} share a bond length with the held-out set {HELD_OUT_BONDS}")
+    bonds = HELD_OUT_BONDS if held_out else tuple(float(b) for b in bonds)
     out: list[tuple[Any, str]] = []
     for k, el in enumerate(elements):
         atoms = reference_crystal(el)

@@ -74,8 +74,13 @@ class Loss:
 
 
 class Batch:
-    """Fixed structures, grouped by periodicity and stacked, prepared once for ``model`` (edge lists, images):
-    :meth:`energies` and :meth:`energies_forces` are pure functions of the parameters, in the input order."""
+    """Fixed structures, grouped by periodicity and size and stacked, prepared once for ``model`` (edge lists,
+    images): :meth:`energies` and :meth:`energies_forces` are pure functions of the parameters, in the input
+    order.
+
+    Structures of one periodicity and one atom count form one vmapped group: padding a dimer to the size of a
+    16-atom molecule would spend 8× the work on padding atoms, and a repair evaluates its batches thousands of
+    times (one group per periodicity made a nequix anchor step 16 s; see docs/research.md §3.3)."""
 
     def __init__(self, model: Model, structures: Sequence[Structure]) -> None:
         self.model = model
@@ -83,7 +88,7 @@ class Batch:
         self.n_atoms = np.array([s.n_atoms for s in structures])
         groups: dict[Any, list[int]] = {}
         for i, s in enumerate(structures):
-            groups.setdefault(s.pbc, []).append(i)
+            groups.setdefault((s.pbc, s.n_atoms), []).append(i)
         self.groups = [(idx, model.prepare(stack([structures[i] for i in idx]))) for idx in groups.values()]
         order = np.concatenate([np.asarray(idx) for idx, _ in self.groups])
         self.inverse = np.argsort(order)
@@ -204,9 +209,15 @@ def barrier_loss(model: Model, path: Sequence[Structure], far: Structure, *, nam
 
 
 def desorption_loss(model: Model, metal: str, adsorbate: str, config: Mapping[str, Any] | None = None,
-                    weight: float = 1.0) -> Loss:
+                    weight: float = 1.0, margin: float | None = 0.5) -> Loss:
     """:func:`barrier_loss` on the rigid desorption scan of ``adsorbate`` from ``metal`` (docs/detective.md §2.2,
-    the protocol's settings ``config``), from the original model's scan minimum outward."""
+    the protocol's settings ``config``), from the original model's scan minimum outward.
+
+    ``margin`` (eV): the loss is evaluated only on the points whose original energy lies less than ``margin``
+    below the asymptote (or above it); the points deeper in the well cannot rise above the asymptote without a
+    change larger than the anchor allows, and evaluating every point of a 14-atom slab at every step made the
+    loss the costliest part of a nequix repair (16 s of a step's gradient for 79 points).  The report reads the
+    whole path.  ``None`` evaluates every point."""
     from jaxcert.detective._registry import make_protocol
     from jaxcert.detective._surfaces import placed, surface_label
 
@@ -219,12 +230,24 @@ def desorption_loss(model: Model, metal: str, adsorbate: str, config: Mapping[st
     dz = np.arange(-cfg.dz_below, top + 1e-9, cfg.dz_step)
     path = [Structure.from_ase(placed(metal, adsorbate, float(d), cfg), dtype=dtype, min_distance=None) for d in dz]
     far = Structure.from_ase(placed(metal, adsorbate, float(top + 2.0), cfg), dtype=dtype, min_distance=None)
-    e0 = np.asarray(Batch(model, path + [far]).energies(model.params), np.float64)
+    whole = Batch(model, path + [far])
+    e0 = np.asarray(whole.energies(model.params), np.float64)
     start = int(np.argmin(e0[:-1]))
+    rel0 = e0[:-1] - e0[-1]
+    keep = [i for i in range(start, len(path)) if margin is None or rel0[i] > -float(margin)] or [len(path) - 1]
     key = f"{surface_label(metal)}/{adsorbate}"
-    return barrier_loss(model, path, far, name=f"barrier {key}", start=start, weight=weight, x=dz,
+    loss = barrier_loss(model, [path[i] for i in keep], far, name=f"barrier {key}", weight=weight,
                         info={"metal": metal, "adsorbate": adsorbate, "dz_from": float(dz[start]),
-                              "dz_to": float(dz[-1]), "dz_far": float(top + 2.0)})
+                              "dz_to": float(dz[-1]), "dz_far": float(top + 2.0), "points_scanned": len(path) - start,
+                              "margin_eV": margin})
+
+    def report(params: Any) -> dict[str, Any]:
+        E = np.asarray(whole.energies(params), np.float64)
+        rel = E[start:-1] - E[-1]
+        k = int(np.argmax(rel))
+        return {"rise_above_asymptote_eV": float(max(rel[k], 0.0)), "at": float(dz[start + k])}
+
+    return dataclasses.replace(loss, report=report)
 
 
 def probe_loss(model: Model, probe: str, element: str, *, seed: int = 0, config: Any = None,

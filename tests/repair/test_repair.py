@@ -139,3 +139,16 @@ def jaxcert_from_nequix(path=CKPT):
     import jaxcert
 
     return jaxcert.Model.from_nequix(path, dtype="float32")
+
+
+def test_an_anchor_that_shares_a_bond_length_with_the_held_out_set_is_refused():
+    with pytest.raises(ValueError, match="bonds: .* held-out"):
+        rp.anchor_structures(["Cu"], bonds=(1.0, 1.1))
+    structs, labels = rp.anchor_structures(["Cu"], bonds=(0.9, 1.0, 1.7))
+    held, held_labels = rp.anchor_structures(["Cu"], bonds=(0.9, 1.0, 1.7), held_out=True)
+    assert [lab for lab in labels if lab.startswith("molecule:CuCu")] == ["molecule:CuCu@0.9", "molecule:CuCu@1",
+                                                                          "molecule:CuCu@1.7"]
+    # the same slab and bulk cell, rattled with another seed (and strained otherwise): no structure is shared
+    assert set(labels) & set(held_labels) == {"surface:Cu(111)"}
+    a, b = structs[labels.index("surface:Cu(111)")], held[held_labels.index("surface:Cu(111)")]
+    assert np.abs(np.asarray(a.positions) - np.asarray(b.positions)).max() > 1e-3
