@@ -13,6 +13,14 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 FAST_COMPILE_FLAGS = ("--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false "
                       "--xla_llvm_disable_expensive_passes=true")
 ON_CPU = os.environ["JAX_PLATFORMS"].split(",")[0].strip() == "cpu"
+# Under pytest-xdist every worker (and every process it starts) runs XLA on one thread: the workers already fill the
+# cores, and two workers each spreading small programs over every core slowed both (measured on three heavy
+# files, 2 workers on 2 cores: 115.6 s -> 107.4 s wall, 180 -> 168 s user). torch in the bridge process likewise.
+if ON_CPU and os.environ.get("PYTEST_XDIST_WORKER") and "xla_cpu_multi_thread_eigen" not in \
+        os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (f"{os.environ.get('XLA_FLAGS', '')} --xla_cpu_multi_thread_eigen=false "
+                               "intra_op_parallelism_threads=1").strip()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 if ON_CPU and os.environ.get("JAXCERT_TEST_DEFAULT_XLA") != "1" and "xla_backend_optimization_level" not in \
         os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE_FLAGS}".strip()
@@ -101,41 +109,3 @@ def pytest_ignore_collect(collection_path, config):
     if "/tests/bridges" in path and os.environ.get("JAXCERT_BRIDGE_PROCESS") != "1":
         return True
     return None
-
-
-#: Seconds the heaviest test files took (one full run on two workers, 2-core CPU); every other file takes less.
-FILE_SECONDS = {
-    "tests/test_bridges.py": 121,
-    "tests/test_adapters_mlip.py": 114,
-    "tests/test_adapters_nequix.py": 94,
-    "tests/test_verlet_loops.py": 80,
-    "tests/test_cell_list.py": 49,
-    "tests/test_gates_clean.py": 48,
-    "tests/probes/test_stages.py": 38,
-    "tests/test_docs_examples.py": 34,
-    "tests/test_adapters_jax_md.py": 32,
-    "tests/attacks/test_cli.py": 32,
-    "tests/test_adaptive_sampling.py": 31,
-    "tests/repair/test_repair.py": 31,
-    "tests/detective/test_observables.py": 31,
-    "tests/test_edge_lists.py": 30,
-    "tests/test_cache.py": 27,
-    "tests/test_board.py": 26,
-    "tests/probes/test_defect_matrix.py": 24,
-    "tests/test_batching.py": 24,
-    "tests/test_default_compiler.py": 24,
-    "tests/models/test_sevennet_native.py": 23,
-    "tests/test_device_paths.py": 23,
-    "tests/test_model.py": 23,
-}
-
-
-def pytest_collection_modifyitems(session, config, items):
-    """The heaviest files are scheduled first (longest-processing-time order), the rest in collection order.
-
-    With ``--dist loadfile`` each file goes whole to the next free worker in collection order. Collected
-    alphabetically, a heavy file near the end ran alone while the other worker sat idle: the torch-bridge
-    process (tests/test_bridges.py) once made the last 4 minutes of a 21-minute run. Measured on the per-file
-    times of one run, this order cuts the two workers' makespan from 891 s to 854 s.
-    """
-    items.sort(key=lambda item: -FILE_SECONDS.get(item.nodeid.split("::")[0], 0))
