@@ -80,7 +80,7 @@ class Batch:
 
     Structures of one periodicity and one atom count form one vmapped group: padding a dimer to the size of a
     16-atom molecule would spend 8× the work on padding atoms, and a repair evaluates its batches thousands of
-    times (one group per periodicity made a nequix anchor step 16 s; see docs/research.md §3.3)."""
+    times (docs/research.md §3.3)."""
 
     def __init__(self, model: Model, structures: Sequence[Structure]) -> None:
         self.model = model
