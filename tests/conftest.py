@@ -109,3 +109,49 @@ def pytest_ignore_collect(collection_path, config):
     if "/tests/bridges" in path and os.environ.get("JAXCERT_BRIDGE_PROCESS") != "1":
         return True
     return None
+
+
+#: Seconds the heaviest test files took (one full run on two workers, 2-core CPU); every other file takes less.
+FILE_SECONDS = {
+    "tests/test_bridges.py": 121,
+    "tests/test_adapters_mlip.py": 114,
+    "tests/test_adapters_nequix.py": 94,
+    "tests/test_verlet_loops.py": 80,
+    "tests/test_cell_list.py": 49,
+    "tests/test_gates_clean.py": 48,
+    "tests/probes/test_stages.py": 38,
+    "tests/test_docs_examples.py": 34,
+    "tests/test_adapters_jax_md.py": 32,
+    "tests/attacks/test_cli.py": 32,
+    "tests/test_adaptive_sampling.py": 31,
+    "tests/repair/test_repair.py": 31,
+    "tests/detective/test_observables.py": 31,
+    "tests/test_edge_lists.py": 30,
+    "tests/test_cache.py": 27,
+    "tests/test_board.py": 26,
+    "tests/probes/test_defect_matrix.py": 24,
+    "tests/test_batching.py": 24,
+    "tests/test_default_compiler.py": 24,
+    "tests/models/test_sevennet_native.py": 23,
+    "tests/test_device_paths.py": 23,
+    "tests/test_model.py": 23,
+}
+
+
+def pytest_configure(config):
+    """Keep the order below: pytest-xdist's ``--dist loadfile`` otherwise sends the files with the most tests
+    first (its ``loadscopereorder`` option) and the torch-bridge process, one test of about two minutes, last
+    (measured with xdist's order: 1,099 s for the suite; with this one: 1,041 s and 1,007 s)."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The heaviest files are scheduled first (longest-processing-time order), the rest in collection order.
+
+    With ``--dist loadfile`` each file goes whole to the next free worker in this order. Collected
+    alphabetically, a heavy file near the end ran alone while the other worker sat idle: the torch-bridge
+    process (tests/test_bridges.py) once made the last 4 minutes of a 21-minute run. Measured on the per-file
+    times of one run, this order cuts the two workers' makespan from 891 s to 854 s.
+    """
+    items.sort(key=lambda item: -FILE_SECONDS.get(item.nodeid.split("::")[0], 0))
