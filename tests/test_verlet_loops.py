@@ -115,8 +115,13 @@ def test_the_host_drivers_answer_an_overflow(sw, pair):
 
 
 
+@pytest.mark.slow
 def test_the_attack_grid_answers_an_overflow(sw, pair):
-    """run_grid on a stacked batch whose list is too small: rerun with a larger list, counted in the result."""
+    """run_grid on a stacked batch whose list is too small: rerun with a larger list, counted in the result.
+
+    In the slow tier (``-m slow``): tracing and compiling the whole relax → attack → relax grid twice (the small
+    list and the regrown one) takes 35-57 s on a 2-core CPU, and the answer to an overflow is the one
+    ``rerun_on_overflow`` that the relaxation and MD drivers above exercise in the default run."""
     dense, _ = pair
     batch = nb.with_cell_list(sw.prepare(jaxcert.stack([dense]).replace(neighbor_list=nb.DENSE))
                               .replace(neighbor_list=None), sw.cutoff)
