@@ -28,14 +28,22 @@ from mlip.typing.properties import Properties  # noqa: E402
 
 CUTOFF = 4.0
 MODULE = """
+import jax
 import jaxcert
 from mlip.data import DatasetInfo
 from mlip.models import ForceField, Nequip
+from mlip.models.force_field import get_dummy_graph_for_model_init
+from mlip.typing.properties import Properties
 
 info = DatasetInfo(atomic_energies_map={{1: -1.1, 6: -7.3, 14: -4.6}}, graph_cutoff_angstrom={cutoff},
                    avg_num_neighbors=12.0)
 cfg = Nequip.Config(num_layers=2, target_irreps="8x0e + 8x0o + 4x1o + 4x1e", l_max=2, radial_mlp_hidden=[16])
-model = jaxcert.Model.from_mlip(ForceField.from_mlip_network(Nequip(cfg, info), seed=1))
+network, properties = Nequip(cfg, info), Properties()
+predictor = ForceField.get_predictor_class(properties, network.config)(
+    mlip_network=network, required_properties=properties,
+    energy_head=ForceField.get_energy_head(network.config, properties, network))
+params = jax.jit(predictor.init)(jax.random.key(1), get_dummy_graph_for_model_init())  # what from_mlip_network does
+model = jaxcert.Model.from_mlip(ForceField(predictor=predictor, params=params))
 """
 
 

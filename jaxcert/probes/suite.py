@@ -397,6 +397,7 @@ def certify(
             else:
                 outcome = _skipped(name, spec, elements, failure_reason(err), status="error")
                 outcome.details[0]["traceback"] = traceback.format_exc()[-2000:]
+        compilation.trim_heap()  # the probe's temporary buffers (a trajectory's, say) back to the system
         outcome.wall_s = time.perf_counter() - t0
         if counter is not None:
             outcome.host_evals = {k: int(v - before.get(k, 0)) for k, v in counter.items() if v - before.get(k, 0)}
@@ -751,8 +752,9 @@ def _executable(run, args: tuple):
         identity = _IDENTITY.get(id(run))
         skey = store.key(identity, args) if store is not None and identity is not None else None
         exe = store.load(skey, args) if skey is not None else None
-        stored = exe is not None
-        if stored:
+        loaded = exe is not None
+        stored = loaded
+        if loaded:
             _FROM_STORE[key] = skey
         elif skey is not None:
             with cache.persistent_cache_bypassed() as fresh:
@@ -761,6 +763,9 @@ def _executable(run, args: tuple):
         else:
             exe = run.lower(*args).compile()
         exe = _keep_executable(key, exe, stored)
+        if not loaded:  # compiled here: JAX's own copies go, and the compiler's freed heap back to the system
+            compilation.release_compiled()
+            compilation.trim_heap()
     return exe
 
 
