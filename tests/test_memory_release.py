@@ -40,3 +40,22 @@ def test_without_the_release_jax_keeps_the_lowering_and_the_executable(monkeypat
 def test_trim_heap_finds_glibc_here_and_returns():
     compilation.trim_heap()
     assert compilation._malloc_trim() is not None  # this Linux (glibc); elsewhere trim_heap does nothing
+
+
+def test_the_hessian_in_chunks_is_jacfwd():
+    """The shared trajectory's Hessian is taken n_hutchinson tangents at a time (a loop with one body, the basis
+    padded with zero tangents): equal to ``jax.jacfwd`` for a width that divides 3N, one that does not, and one
+    beyond it."""
+    from jaxcert.probes._statmech import _jacobian_in_chunks
+
+    x = jnp.asarray(np.random.default_rng(0).normal(size=(13, 3)))
+
+    def f(r):
+        return jnp.sin(r) * jnp.sum(r ** 2) + jnp.roll(r, 1, axis=0) ** 3
+
+    ref = np.asarray(jax.jacfwd(f)(x))
+    for width in (3, 4, 64):
+        got = np.asarray(_jacobian_in_chunks(f, x, width))
+        assert got.shape == ref.shape == (13, 3, 13, 3)
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
+    assert np.abs(np.asarray(_jacobian_in_chunks(lambda r: f(r) * 1.001, x, 4)) - ref).max() > 1e-6  # it can fail
