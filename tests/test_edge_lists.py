@@ -240,6 +240,24 @@ def test_a_one_shot_list_pays_for_no_skin_and_gives_the_same_answer():
     np.testing.assert_allclose(E1, E0, rtol=1e-12)
     np.testing.assert_allclose(F1, F0, atol=1e-12)
     np.testing.assert_allclose(S1, S0, atol=1e-12)
+    skins = []
+    prepare = jaxcert.Model.prepare
+
+    def spy(self, s, skin=None):  # the answers are equal with either skin, so the skin itself is checked
+        skins.append(skin)
+        return prepare(self, s, skin)
+
     atoms.calc = ModelCalculator(model)
-    np.testing.assert_allclose(atoms.get_potential_energy(), float(E0), rtol=1e-12)
-    np.testing.assert_allclose(atoms.get_stress(voigt=False), np.asarray(S0), atol=1e-12)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(jaxcert.Model, "prepare", spy)
+        np.testing.assert_allclose(atoms.get_potential_energy(), float(E0), rtol=1e-12)
+        np.testing.assert_allclose(atoms.get_stress(voigt=False), np.asarray(S0), atol=1e-12)
+    # the calculator prepares with the one-shot skin; the evaluation's own prepare (None) keeps that fresh list
+    assert nb.ONE_SHOT_SKIN in skins and set(skins) <= {nb.ONE_SHOT_SKIN, None}, skins
+
+
+@pytest.mark.parametrize("skin", [-0.1, float("nan"), float("inf"), "wide"])
+def test_a_skin_that_is_not_a_length_is_refused_by_name(skin):
+    with pytest.raises(jaxcert.core.inputs.InputError, match="skin"):
+        _model().prepare(CASES["skewed Si8"], skin=skin)
+    assert _model().prepare(CASES["skewed Si8"], skin=0.0).neighbor_list.skin == 0.0  # no skin is a length

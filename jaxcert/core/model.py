@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from ase.data import chemical_symbols
 
+from jaxcert.core import inputs
 from jaxcert.core.geometry import det3, is_concrete
 from jaxcert.core.neighbors import (
     DENSE,
@@ -220,8 +221,11 @@ class Model:
         the dense path.  A graph network (``edges``) gets a flat edge list with a Verlet ``skin`` in Å (default
         :data:`jaxcert.core.neighbors.EDGE_SKIN`, for lists that loops reuse; a one-shot evaluation such as an
         ASE calculator's call passes :data:`jaxcert.core.neighbors.ONE_SHOT_SKIN` and pays for no extra slots).
-        A no-op on traced structures that already carry ``images``.
+        A no-op on traced structures that already carry ``images``.  A ``skin`` that is not a finite number ≥ 0
+        raises :class:`jaxcert.core.inputs.InputError` naming it.
         """
+        if skin is not None:
+            skin = inputs.non_negative("skin", skin, "Å")
         if self.elements is not None and is_concrete(s.numbers):
             nums = np.asarray(s.numbers)[np.asarray(s.mask)]
             bad = sorted(set(nums.tolist()) - set(self.elements))
