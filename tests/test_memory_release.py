@@ -43,10 +43,10 @@ def test_trim_heap_finds_glibc_here_and_returns():
 
 
 def test_the_hessian_in_chunks_is_jacfwd():
-    """The shared trajectory's Hessian is taken n_hutchinson tangents at a time (a loop with one body, the basis
-    padded with zero tangents): equal to ``jax.jacfwd`` for a width that divides 3N, one that does not, and one
-    beyond it."""
-    from jaxcert.probes._statmech import _jacobian_in_chunks
+    """The shared trajectory's Hessian is taken n_hutchinson tangents at a time (``batching.jacfwd``: a loop with
+    one body, the last chunk padded): equal to ``jax.jacfwd`` for a width that divides 3N, one that does not, and
+    one beyond it."""
+    from jaxcert.core import batching
 
     x = jnp.asarray(np.random.default_rng(0).normal(size=(13, 3)))
 
@@ -55,7 +55,7 @@ def test_the_hessian_in_chunks_is_jacfwd():
 
     ref = np.asarray(jax.jacfwd(f)(x))
     for width in (3, 4, 64):
-        got = np.asarray(_jacobian_in_chunks(f, x, width))
+        got = np.asarray(batching.jacfwd(f, width)(x))
         assert got.shape == ref.shape == (13, 3, 13, 3)
         np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
-    assert np.abs(np.asarray(_jacobian_in_chunks(lambda r: f(r) * 1.001, x, 4)) - ref).max() > 1e-6  # it can fail
+    assert np.abs(np.asarray(batching.jacfwd(lambda r: f(r) * 1.001, 4)(x)) - ref).max() > 1e-6  # it can fail

@@ -11,9 +11,10 @@ backward pass, so 10 elements × 81 points of 13-atom clusters (137 k edges) nee
 evaluation in jaxcert goes through :func:`vmap` (and :func:`jacfwd`), which keeps track, at trace time, of
 the batch already opened by the enclosing calls (the product of their sizes).  While the product stays
 within the budget it is ``jax.vmap``; beyond it the batch is evaluated by ``jax.lax.map`` in chunks of
-``max(1, budget // enclosing)`` geometries, one chunk after another, so at most about ``budget``
-geometries are live at once.  Results are those of ``jax.vmap`` (a chunked loop computes the same
-function; on the CPU they agree to the last bit in the tests, ``tests/test_batching.py``), derivatives
+``max(1, budget // enclosing)`` geometries, one chunk after another (the last chunk padded with copies of
+the last item, so the loop compiles one body), so at most about ``budget`` geometries are live at once.
+Results are those of ``jax.vmap`` (a chunked loop computes the same function; on the CPU they agree to the
+last bit in the tests, ``tests/test_batching.py``), derivatives
 included, and ``max_batch=None`` (the default, every built-in potential) is plain ``jax.vmap``: the
 programs are unchanged.
 
@@ -102,8 +103,16 @@ def vmap(f: Callable[..., Any], max_batch: int | None = None, in_axes: int | Non
                 full[i] = x
             return f(*full)
 
+        # padded to a whole number of chunks (copies of the last item, results cut off): lax.map then has one body;
+        # a remainder would compile the item function a second time (measured: twice the compile of a network's
+        # chunked Hessian)
+        pad = -n % room
+        xs = tuple(args[i] for i in which)
+        if pad:
+            xs = jax.tree_util.tree_map(lambda a: jnp.concatenate([a, jnp.repeat(a[-1:], pad, axis=0)]), xs)
         with _opened(room):
-            return jax.lax.map(item, tuple(args[i] for i in which), batch_size=room)
+            out = jax.lax.map(item, xs, batch_size=room)
+        return jax.tree_util.tree_map(lambda o: o[:n], out) if pad else out
 
     return mapped
 

@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxcert.core import linalg, neighbors
+from jaxcert.core import batching, linalg, neighbors
 from jaxcert.core.cache import register_storable
 from jaxcert.core.derivatives import _rademacher
 from jaxcert.core.geometry import det3, inv3
@@ -373,17 +373,6 @@ def _statistics(obs: dict, n_run, sp: Sampling, lam, keep, kT) -> jax.Array:
     return jnp.stack(out)
 
 
-def _jacobian_in_chunks(f: Callable[[jax.Array], jax.Array], x: jax.Array, width: int) -> jax.Array:
-    """``jax.jacfwd(f)(x)`` (shape ``f(x).shape + x.shape``) from jvps ``width`` tangents at a time: a loop over
-    chunks of the unit basis, padded with zero tangents to a whole number of chunks so the loop has one body."""
-    size = x.size
-    chunks = -(-size // width)
-    basis = jnp.eye(chunks * width, size, dtype=x.dtype).reshape(chunks, width, *x.shape)
-    cols = jax.lax.map(jax.vmap(lambda d: jax.jvp(f, (x,), (d,))[1]), basis)  # (chunks, width, *out)
-    cols = cols.reshape(chunks * width, -1)[:size]  # row j: ∂f/∂x_j
-    return cols.T.reshape(*jax.eval_shape(f, x).shape, *x.shape)
-
-
 def _sampled(model: Model, s: Structure, key: jax.Array, th: LangevinConfig, sp: Sampling, cap: int):
     ref, force_fn, state, nkey, fmax_reached, relax_steps, relax_evals = dyn.start(model, s, key, th)
     nw = th.warmup_steps
@@ -400,7 +389,7 @@ def _sampled(model: Model, s: Structure, key: jax.Array, th: LangevinConfig, sp:
     # equipartition's modes at R^eq: the exact Hessian of the force output, 3N jvps taken n_hutchinson at a time
     # (the width the Hutchinson traces below take anyway).  All 3N at once made this the program's largest buffer:
     # 1.07 GB of XLA temporaries for nequix-mp-1-pft on the 13-atom cluster, against 0.13 GB four at a time.
-    H = -_jacobian_in_chunks(forces_at, ref.positions, sp.n_hutchinson).reshape(3 * n, 3 * n)
+    H = -batching.jacfwd(forces_at, sp.n_hutchinson)(ref.positions).reshape(3 * n, 3 * n)
     lam, e, keep, do_align = normal_modes(H, ref, sp.tol_rel, sp.align)
     n_dof = kinetic_dof(jnp.sum(ref.mask.astype(dt)), th, sp.kinetic_dof)
     hkey = jax.random.fold_in(key, HUTCHINSON_STREAM)
