@@ -24,6 +24,7 @@ same numbers) for the rest.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 from collections.abc import Sequence
@@ -65,7 +66,8 @@ def write_json(doc: Any, path: str | os.PathLike, indent: int | None = 2) -> Non
 
 
 def write_report(report: Report, path: str | os.PathLike, complete: bool = True) -> None:
-    """The report's JSON plus ``complete`` and the probe configs (what ``--resume`` checks).
+    """The report's JSON plus ``complete``, the probe configs (what ``--resume`` checks) and, when complete,
+    ``finished_utc``: the UTC time the report was finished (ISO 8601; the board's cards show it).
 
     A partial report (``complete=False``, written after every probe) is compact JSON: it is rewritten
     once per probe, and the indented text cost more than the probes of a warm LJ run. The finished
@@ -73,6 +75,8 @@ def write_report(report: Report, path: str | os.PathLike, complete: bool = True)
     doc = report.to_dict()
     doc["complete"] = bool(complete)
     doc["probe_configs"] = {o.name: getattr(o, "config", None) for o in report.outcomes}
+    if complete:
+        doc["finished_utc"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     write_json(doc, path, indent=2 if complete else None)
 
 

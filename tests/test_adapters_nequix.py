@@ -246,6 +246,45 @@ def test_matmul_precision_is_highest_in_the_network_only():
     assert dots and all("HIGHEST" in ln for ln in dots)
 
 
+def _float64_sizes(fn, *args) -> list[int]:
+    """Sizes of every float64 array the jaxpr of ``fn(*args)`` computes, inner jaxprs included."""
+    sizes: list[int] = []
+
+    def walk(j):
+        for e in j.eqns:
+            sizes.extend(int(np.prod(v.aval.shape)) for v in e.outvars
+                         if getattr(v.aval, "dtype", None) == jnp.float64)
+            for p in e.params.values():
+                for q in (p if isinstance(p, (list, tuple)) else (p,)):
+                    inner = getattr(q, "jaxpr", None)
+                    if inner is not None:
+                        walk(getattr(inner, "jaxpr", inner))
+
+    walk(jax.make_jaxpr(fn)(*args).jaxpr)
+    return sizes
+
+
+def test_a_float32_network_stays_float32_on_float64_structures(monkeypatch):
+    """Under x64 (this session has it on) e3nn-jax's numpy float64 constants would promote a float32 network's
+    features to float64; the adapter traces the network in its own precision.  The float32 model's forces on
+    float64 structures compute no float64 array larger than the positions' own ops (a few per atom), and equal
+    its forces on the same structure in float32; with the precision scope removed, edge features run in float64."""
+    import contextlib
+
+    model = jaxcert.Model.from_nequix(CKPT, dtype="float32")
+    a = CASES["bulk Si"]
+    s64 = model.prepare(jaxcert.Structure.from_ase(a, dtype=jnp.float64))
+    s32 = model.prepare(jaxcert.Structure.from_ase(a, dtype=jnp.float32))
+    small = 9 * s64.n_atoms  # positions, forces, the cell's gradient: structure-sized
+    sizes = _float64_sizes(lambda s: model.forces_of(model.params, s), s64)
+    assert max(sizes) <= small
+    F64, F32 = (np.asarray(model.forces_of(model.params, s)) for s in (s64, s32))
+    assert F64.dtype == np.float64 and np.max(np.abs(F64 - F32)) <= 1e-5
+    monkeypatch.setattr(jax, "enable_x64", lambda on: contextlib.nullcontext())
+    leaky = jaxcert.Model.from_nequix(CKPT, dtype="float32")
+    assert max(_float64_sizes(lambda s: leaky.forces_of(leaky.params, s), s64)) > 50 * small
+
+
 def test_cli_spec_and_missing_file(tmp_path):
     from jaxcert import models
     from jaxcert.cli._common import load_model

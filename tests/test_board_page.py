@@ -204,6 +204,33 @@ def test_the_certify_line_names_the_nacl_rate_or_why_it_is_missing(made):
     assert "NaCl throughput not measured (the model has no parameters for Na, Cl)" in line and "125 Cu atoms" in line
 
 
+def test_each_card_says_when_its_report_was_computed_and_a_later_nacl_measurement_says_so(made):
+    """A finished report carries its finish time, and its card shows it; a report written before that stamp shows
+    the commit dates it carries instead; a NaCl rate measured after the probes (benchmarks/board_nacl.py) says
+    when, on what and its own peak memory, and one measured with the probes says none of that."""
+    import datetime
+
+    doc = _read(made["out"] / "lj.json")
+    when = datetime.datetime.fromisoformat(doc["finished_utc"])
+    assert when.tzinfo is not None and abs(datetime.datetime.now(datetime.timezone.utc) - when).days < 1
+    row = next(r for r in made["board"]["rows"] if r["file"] == "lj.json")
+    assert row["computed"] == f"finished {doc['finished_utc']}"
+    assert f"<th>computed</th><td style='text-align:left'>finished {doc['finished_utc']}</td>" in \
+        compare.card_html(row)
+    assert "measured after the probes" not in compare.card_html(row)
+    old = {k: v for k, v in doc.items() if k != "finished_utc"}
+    assert compare._computed(old) is None
+    old["computed_between_utc"] = "2026-11-20 to 2026-11-24"
+    assert compare._computed(old).startswith("committed 2026-11-20 to 2026-11-24")
+    later = copy.deepcopy(row)
+    later["throughput"]["nacl"].update({"measured_separately": True, "measured_utc": "2026-12-08T00:10:00+00:00",
+                                        "hardware": {"device": "cpu (Test CPU, 2 cores)"},
+                                        "jaxcert_commit": "0123456789abcdef", "peak_rss_bytes": 1_750_000_000})
+    card = compare.card_html(later)
+    assert ("measured after the probes, on its own, 2026-12-08T00:10:00+00:00 on cpu (Test CPU, 2 cores), jaxcert "
+            "0123456789, peak memory 1.75 GB") in card
+
+
 # ------------------------------------------------------------------ --rebuild and bad input
 def test_rebuild_writes_the_same_board_without_loading_a_model(made, monkeypatch, capsys):
     import jaxcert.specs

@@ -163,7 +163,12 @@ def nequix_energy(module: Any, config: dict[str, Any], *, dtype: str | None = No
         out = s.positions.dtype
         if dtype is not None:
             s = s.replace(positions=s.positions.astype(dtype), cell=s.cell.astype(dtype))
-        return summed(prm, s).astype(out)
+        # The network is traced in its own precision.  Under JAX's x64 mode e3nn-jax's numpy float64 constants
+        # would otherwise promote a float32 network's features to float64: 3,151 of its 4,315 array results on
+        # the 100-atom NaCl cell were float64, the network ran 2.2x slower and was not the float32 model.
+        with jax.enable_x64(jnp.dtype(s.positions.dtype) == jnp.float64):
+            e = summed(prm, s)
+        return e.astype(out)
 
     return energy, params, cutoff, elements
 

@@ -294,8 +294,20 @@ def _report_row(s: Source, probes: list[str], elements: list[str], dropped_el: b
         "gate_profile": profile, "precision": precision,
         "per_element_overall": per_el, "recomputed": recompute, "cells": cells,
         "machine": (d.get("machine") or {}).get("cpu_model") or (d.get("machine") or {}).get("processor"),
+        "computed": _computed(d),
         **_speed(d),
     }
+
+
+def _computed(d: dict[str, Any]) -> str | None:
+    """When a report was computed, in words: the time it was finished (``finished_utc``, written by
+    :func:`jaxcert.checkpoint.write_report`) or, for a report written before that stamp, the dates of the commits
+    that changed it (``computed_between_utc``); ``None`` when neither is there."""
+    if isinstance(d.get("finished_utc"), str):
+        return f"finished {d['finished_utc']}"
+    if isinstance(d.get("computed_between_utc"), str):
+        return f"committed {d['computed_between_utc']} (written before reports stamped their finish time)"
+    return None
 
 
 def _speed(d: dict[str, Any]) -> dict[str, Any]:
@@ -885,7 +897,22 @@ def _nacl_text(t: dict[str, Any]) -> str:
     return (_rate(n.get("atom_steps_per_s"), "atom·steps/s") + (f" ± {sd:.3g}" if _finite(sd) else "") +
             f" ({n.get('system')}, {n.get('n_atoms')} atoms; {n.get('warmup_steps')} warm-up steps, "
             f"{n.get('n_repeats')} × {n.get('timed_steps')} timed steps; compiled ahead in "
-            f"{_num(n.get('compile_s'), '.1f')} s)" + (" — kept from an earlier run" if n.get("kept") else ""))
+            f"{_num(n.get('compile_s'), '.1f')} s)" + (" — kept from an earlier run" if n.get("kept") else "") +
+            _separately(n))
+
+
+def _separately(n: dict[str, Any]) -> str:
+    """A NaCl measurement made after the report's probes (benchmarks/board_nacl.py), in words: when, on what, at
+    which commit and its own process's peak memory."""
+    if not n.get("measured_separately"):
+        return ""
+    hw = n.get("hardware") if isinstance(n.get("hardware"), dict) else {}
+    commit = n.get("jaxcert_commit")
+    peak = n.get("peak_rss_bytes")
+    return (f" — measured after the probes, on its own, {n.get('measured_utc') or 'at a time not recorded'}"
+            + (f" on {hw['device']}" if isinstance(hw.get("device"), str) else "")
+            + (f", jaxcert {commit[:10]}" if isinstance(commit, str) else "")
+            + (f", peak memory {_gb(peak)}" if isinstance(peak, int) else ""))
 
 
 def _memory_text(t: dict[str, Any]) -> str | None:
@@ -931,7 +958,7 @@ def card_html(row: dict[str, Any]) -> str:
         ("packages", ", ".join(f"{k} {v}" for k, v in (c.get("packages") or {}).items())),
         ("checkpoint", c.get("checkpoint")), ("files", files or None), ("stated sha256", c.get("stated_sha256")),
         ("training data", c.get("training_data") or "not stated by the model's package"),
-        ("source", c.get("source")), ("hardware", _hardware_text(t, c)),
+        ("source", c.get("source")), ("computed", row.get("computed")), ("hardware", _hardware_text(t, c)),
         ("suite throughput", _rate(suite.get("evals_per_s"), "evaluations/s")),
         ("NaCl throughput", _nacl_text(t) if t else None),
         ("MD throughput, own cell", other),

@@ -140,6 +140,10 @@ REPORT_FIELDS: dict[str, tuple[Kind, bool]] = {
     # the gate profile of the written verdicts and the model precision it judged at (jaxcert.report.gates)
     "gate_profile": (_one_of(("exact", "reference")), False),
     "precision": (NAME, False),
+    # when the report was finished (jaxcert.checkpoint.write_report); for a report written before that stamp,
+    # the dates of the commits that changed it (benchmarks/board_nacl.py)
+    "finished_utc": (TEXT_OR_NULL, False),
+    "computed_between_utc": (TEXT_OR_NULL, False),
 }
 def _card_files(x: Any) -> bool:
     return isinstance(x, list) and all(
