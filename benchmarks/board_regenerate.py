@@ -67,6 +67,20 @@ def _load(path: str, precisions: dict[str, str]):
     return src
 
 
+def _mixed_precision_rows(folder: str, files: list[str]) -> list[str]:
+    """The reports of float32 nequix networks on float64 structures finished before the network was traced in its
+    own precision (no ``finished_utc``: that stamp and the fix landed together); their probes computed most of the
+    network in float64 (docs/adapters.md, "Precision")."""
+    out = []
+    for f in files:
+        doc = json.load(open(os.path.join(folder, f), encoding="utf-8"))
+        name = str((doc.get("model") or {}).get("name", ""))
+        if name.startswith("nequix:") and name.endswith("@float32") and doc.get("dtype") == "float64" \
+                and not doc.get("finished_utc"):
+            out.append(f)
+    return out
+
+
 PROFILES = {"exact": (BOARD_JSON, BOARD_HTML), "reference": ("board_reference.json", "reference.html")}
 
 
@@ -105,6 +119,12 @@ def regenerate(folder: str, toml_path: str = os.path.join(HERE, "board_models.to
             board["notes"].append("left off this board because they lack elements every other model has (their "
                                   "reports are beside it): " + "; ".join(f"{f}: no {', '.join(els)}"
                                                                          for f, els in left.items()))
+        mixed = _mixed_precision_rows(folder, keep)
+        if mixed:
+            board["notes"].append(
+                "computed before jaxcert held a float32 nequix network to float32 under x64 (these boards run float64 "
+                "structures): most of the network's arithmetic in these rows' probes ran in float64, so they are "
+                "neither the float32 nor the float64 model (docs/adapters.md, \"Precision\"): " + ", ".join(mixed))
         other = "reference.html (board_reference.json)" if profile == "exact" else "index.html (board.json)"
         board["notes"].append(f"gate profile {profile}: every verdict judged from the stored defects and details "
                               f"(benchmarks/board_regenerate.py); the other profile's board is {other}")

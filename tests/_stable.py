@@ -5,7 +5,7 @@ from typing import Any
 
 #: keys whose values come from the clock or the machine, not from the certification
 VOLATILE = ("wall_s", "wall_time_s", "machine", "throughput", "evals_per_s", "atom_steps_per_s",
-            "atom_steps_per_s_stdev", "compilation")
+            "atom_steps_per_s_stdev", "compilation", "finished_utc", "computed_at")
 
 
 def stable(doc: Any) -> Any:

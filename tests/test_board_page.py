@@ -214,7 +214,7 @@ def test_each_card_says_when_its_report_was_computed_and_a_later_nacl_measuremen
     when = datetime.datetime.fromisoformat(doc["finished_utc"])
     assert when.tzinfo is not None and abs(datetime.datetime.now(datetime.timezone.utc) - when).days < 1
     row = next(r for r in made["board"]["rows"] if r["file"] == "lj.json")
-    assert row["computed"] == f"finished {doc['finished_utc']}"
+    assert row["computed_at"] == f"finished {doc['finished_utc']}"
     assert f"<th>computed</th><td style='text-align:left'>finished {doc['finished_utc']}</td>" in \
         compare.card_html(row)
     assert "measured after the probes" not in compare.card_html(row)

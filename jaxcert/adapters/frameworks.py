@@ -53,6 +53,7 @@ from jaxcert.core.neighbors import EdgeListSpec, listed_edges, pairs, with_image
 from jaxcert.core.structure import MAX_Z, Structure, StructureError, UnsupportedStructure
 
 __all__ = ["Graph", "build_graph", "species_table", "jax_md_energy", "graph_energy", "flax_apply", "mlip_energy",
+           "precision_scope",
            "SPACES"]
 
 #: The jax-md spaces the adapter supports (``jax_md.space.free`` and ``jax_md.space.periodic_general``).
@@ -103,6 +104,17 @@ def _edges(s: Structure, cutoff: float, capacity: int | None):
         j = jnp.take_along_axis(j, idx, axis=-1)
         valid = jnp.take_along_axis(valid, idx, axis=-1)
     return dR, j, valid, ok
+
+
+def precision_scope(dtype: Any) -> Any:
+    """A context that traces a network in the precision of ``dtype``: JAX's x64 mode on for float64, off
+    otherwise.
+
+    Under x64, numpy float64 constants inside a network (e3nn-jax keeps its coefficients so) promote a float32
+    network's features to float64: the model computes in neither precision, slower, and not as its authors run
+    it.  Every adapter evaluates the network in this scope, on inputs already in ``dtype``; derivatives flow
+    through it unchanged (docs/adapters.md, "Precision")."""
+    return jax.enable_x64(jnp.dtype(dtype) == jnp.float64)
 
 
 def _nan_unless(ok: jax.Array, dtype: Any) -> jax.Array:
@@ -175,7 +187,8 @@ def graph_energy(apply_fn: Callable[[Any, Graph], jax.Array], cutoff: float,
 
     def energy(params: Any, s: Structure) -> jax.Array:
         g, ok = build_graph(s, cutoff, species, capacity)
-        out = jnp.asarray(apply_fn(params, g))
+        with precision_scope(s.positions.dtype):
+            out = jnp.asarray(apply_fn(params, g))
         n = s.n_atoms
         if out.ndim == 0:
             E = out
@@ -367,7 +380,8 @@ def jax_md_energy(energy_fn: Callable[..., jax.Array], cutoff: float, *, space: 
         if fmt is not None:
             nbr, ok = _jax_md_neighbors(sc, rc, capacity, fmt, partition)
             args.append(nbr)
-        E = jnp.asarray(energy_fn(*args, **kw))
+        with precision_scope(dt):
+            E = jnp.asarray(energy_fn(*args, **kw))
         if E.ndim != 0:
             raise ValueError(f"the jax-md energy returned shape {E.shape}; expected a scalar (eV)")
         return E / copies * _nan_unless(ok, E.dtype)
@@ -437,7 +451,8 @@ def mlip_energy(force_field: Any, capacity: int | None = None
             senders=jnp.where(valid, j, pad).reshape(-1).astype(jnp.int32),
             receivers=jnp.where(valid, jnp.arange(n, dtype=jnp.int32)[:, None], pad).reshape(-1),
         ).sort_edges(DEFAULT_EDGE_ORDERING)
-        e = jnp.asarray(predictor.apply(params, graph, method=node_energies)).reshape(n + 1)
+        with precision_scope(dt):
+            e = jnp.asarray(predictor.apply(params, graph, method=node_energies)).reshape(n + 1)
         E = jnp.sum(jnp.where(s.mask, e[:n], 0.0))
         return E * _nan_unless(ok, E.dtype)
 

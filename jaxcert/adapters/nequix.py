@@ -37,7 +37,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxcert.adapters.frameworks import graph_energy
+from jaxcert.adapters.frameworks import graph_energy, precision_scope
 from jaxcert.core.model import Model
 
 __all__ = ["DEFAULT_CAPACITY", "DEFAULT_MAX_BATCH", "CACHE_DIR", "NequixUnavailable", "load_nequix", "save_nequix",
@@ -165,8 +165,8 @@ def nequix_energy(module: Any, config: dict[str, Any], *, dtype: str | None = No
             s = s.replace(positions=s.positions.astype(dtype), cell=s.cell.astype(dtype))
         # The network is traced in its own precision.  Under JAX's x64 mode e3nn-jax's numpy float64 constants
         # would otherwise promote a float32 network's features to float64: 3,151 of its 4,315 array results on
-        # the 100-atom NaCl cell were float64, the network ran 2.2x slower and was not the float32 model.
-        with jax.enable_x64(jnp.dtype(s.positions.dtype) == jnp.float64):
+        # the 100-atom NaCl cell were float64, so it was not the float32 model.
+        with precision_scope(s.positions.dtype):
             e = summed(prm, s)
         return e.astype(out)
 

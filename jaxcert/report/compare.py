@@ -294,7 +294,7 @@ def _report_row(s: Source, probes: list[str], elements: list[str], dropped_el: b
         "gate_profile": profile, "precision": precision,
         "per_element_overall": per_el, "recomputed": recompute, "cells": cells,
         "machine": (d.get("machine") or {}).get("cpu_model") or (d.get("machine") or {}).get("processor"),
-        "computed": _computed(d),
+        "computed_at": _computed(d),
         **_speed(d),
     }
 
@@ -958,7 +958,7 @@ def card_html(row: dict[str, Any]) -> str:
         ("packages", ", ".join(f"{k} {v}" for k, v in (c.get("packages") or {}).items())),
         ("checkpoint", c.get("checkpoint")), ("files", files or None), ("stated sha256", c.get("stated_sha256")),
         ("training data", c.get("training_data") or "not stated by the model's package"),
-        ("source", c.get("source")), ("computed", row.get("computed")), ("hardware", _hardware_text(t, c)),
+        ("source", c.get("source")), ("computed", row.get("computed_at")), ("hardware", _hardware_text(t, c)),
         ("suite throughput", _rate(suite.get("evals_per_s"), "evaluations/s")),
         ("NaCl throughput", _nacl_text(t) if t else None),
         ("MD throughput, own cell", other),
