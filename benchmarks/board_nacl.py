@@ -7,7 +7,9 @@ of CPU for the networks).  This script measures only the NaCl rate, each model i
 (so the peak memory recorded is the measurement's alone), and writes it into the report's ``throughput.nacl``
 marked as measured separately, with the UTC time, the jaxcert commit, the hardware, the load average before
 and after and the process's peak resident memory.  The probes, their defects and the report's other fields
-are left as they were.  The board pages are then rebuilt from the reports
+are left as they were.  A report written before reports carried their finish time is given the dates of the
+commits that changed it before this measurement (``computed_between_utc``, :func:`stamp_history`).  The board
+pages are then rebuilt from the reports
 (:func:`board_regenerate.regenerate`, nothing recomputed).
 
 A report that already carries a NaCl measurement is skipped unless ``--force``; the script can be stopped and
@@ -112,6 +114,38 @@ def measure(folder: str, toml_path: str, only: set[str] | None, force: bool) -> 
     return done
 
 
+def stamp_history(folder: str, toml_path: str) -> list[str]:
+    """Give each report of ``folder`` that carries no finish time (``finished_utc``, written by reports since
+    it existed) ``computed_between_utc``: the dates of the first and last commits that changed it before its
+    NaCl rate was measured separately, i.e. when its probes were computed and committed.  Returns the stems
+    stamped."""
+    from jaxcert.board import read_models_toml
+    from jaxcert.checkpoint import write_json
+
+    out = []
+    for e in read_models_toml(toml_path):
+        path = os.path.join(folder, f"{e.name}.json")
+        if not os.path.exists(path):
+            continue
+        doc = json.load(open(path, encoding="utf-8"))
+        if doc.get("finished_utc") or doc.get("computed_between_utc"):
+            continue
+        nacl = (doc.get("throughput") or {}).get("nacl") or {}
+        before = nacl.get("measured_utc") if nacl.get("measured_separately") else None
+        cmd = ["git", "log", "--format=%cI", *([f"--before={before}"] if before else []), "--", path]
+        try:
+            dates = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+        except (OSError, subprocess.CalledProcessError):
+            continue
+        if not dates:
+            continue
+        first, last = min(d[:10] for d in dates), max(d[:10] for d in dates)
+        doc["computed_between_utc"] = first if first == last else f"{first} to {last}"
+        write_json(doc, path)
+        out.append(e.name)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--folder", default=os.path.join(HERE, "results", "board"))
@@ -128,6 +162,9 @@ def main() -> None:
         return
     only = {s.strip() for s in a.only.split(",") if s.strip()} or None
     measure(a.folder, a.models, only, a.force)
+    stamped = stamp_history(a.folder, a.models)
+    if stamped:
+        print(f"dated from the repository's history: {', '.join(stamped)}")
     sys.path.insert(0, HERE)
     from board_regenerate import regenerate
 

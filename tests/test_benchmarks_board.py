@@ -72,3 +72,35 @@ def test_fd_run_differs_from_exact_and_resumes_without_recomputing(monkeypatch):
     # a different element list is a different run: the earlier halves are not reused for it
     with pytest.raises(AssertionError, match="recomputed"):
         bp.fd_run("lj", ["cross_maxwell"], ["Si"], res)
+
+
+def test_board_nacl_adds_the_rate_and_changes_nothing_else(tmp_path):
+    """benchmarks/board_nacl.py on a one-model board (LJ, one probe): the report gains ``throughput.nacl``
+    marked as measured after the probes (time, commit, hardware, its process's peak memory) and the probes are
+    untouched; a second call keeps it (measures nothing), ``force`` measures again; a model that cannot be
+    loaded is recorded as an error, never a crash."""
+    import board_nacl
+
+    from jaxcert.cli import main
+    from tests._stable import stable
+
+    toml = tmp_path / "models.toml"
+    toml.write_text('[[models]]\nspec = "lj"\n')
+    out = tmp_path / "b"
+    assert main(["board", "--models", str(toml), "--elements", "Cu", "--probes", "parity", "--out", str(out),
+                 "--no-throughput", "--quiet"]) == 0
+    before = json.loads((out / "lj.json").read_text())
+    assert not (before.get("throughput") or {}).get("nacl")
+    assert board_nacl.measure(str(out), str(toml), None, False) == [{"name": "lj", "status": "measured"}]
+    after = json.loads((out / "lj.json").read_text())
+    n = after["throughput"]["nacl"]
+    assert n["atom_steps_per_s"] > 0 and n["n_atoms"] == 100 and n["measured_separately"]
+    assert n["hardware"]["device"] and n["peak_rss_bytes"] > 0 and n["measured_utc"][:2] == "20"
+    assert stable(after) == stable(before)  # the probes, defects and card as they were
+    assert board_nacl.measure(str(out), str(toml), None, False) == [{"name": "lj", "status": "kept"}]
+    assert json.loads((out / "lj.json").read_text()) == after
+    toml.write_text('[[models]]\nspec = "lj"\n\n[[models]]\nspec = "nequix:/no/such.nqx"\nname = "gone"\n')
+    (out / "gone.json").write_text((out / "lj.json").read_text().replace('"nacl"', '"old_nacl"'))
+    got = board_nacl.measure(str(out), str(toml), {"gone"}, True)
+    assert got == [{"name": "gone", "status": "error"}]
+    assert "exited" in json.loads((out / "gone.json").read_text())["throughput"]["nacl"]["error"]
