@@ -204,6 +204,29 @@ def test_a_curl_fails_betti_under_exact_and_names_it():
     assert v.passed is False and "curl" in v.reason
 
 
+def test_zero_modes_under_exact_needs_a_stationary_point():
+    """The exact zero_modes floors grow with the relaxation's residual force; a relaxation that stopped far from
+    a stationary point (the curl model: 59 eV/Å after 1000 steps) is failed with that reason instead of passing
+    on tolerances 10⁴ times wider.  The clean LJ relaxation (converged) passes; a relaxation that stopped just
+    above its 1e-3 eV/Å target, below ZERO_MODES_FMAX_JUDGED, is judged on its spectrum as before."""
+    from jaxcert.models import defects
+    from jaxcert.specs import load_model
+
+    lj = load_model("lj")
+    (curl,) = jaxcert.certify(defects.curl(lj, 1.0), ["Si"], probes=["zero_modes"], dtype="float64").outcomes
+    assert curl.details[0]["relax_fmax_reached"] > 1.0
+    v = gates.judge("zero_modes", float(curl.defect[0]), curl.details[0], curl.status[0], "exact", "float64")
+    assert v.passed is False and "not at a stationary point" in v.reason
+    (clean,) = jaxcert.certify(lj, ["Si"], probes=["zero_modes"], dtype="float64").outcomes
+    det = dict(clean.details[0])
+    assert gates.judge("zero_modes", float(clean.defect[0]), det, clean.status[0], "exact", "float64").passed
+    det.update(relax_converged=False, relax_fmax_reached=0.5 * gates.ZERO_MODES_FMAX_JUDGED)
+    assert gates.judge("zero_modes", float(clean.defect[0]), det, clean.status[0], "exact", "float64").passed
+    det.update(relax_fmax_reached=2 * gates.ZERO_MODES_FMAX_JUDGED)
+    v = gates.judge("zero_modes", float(clean.defect[0]), det, clean.status[0], "exact", "float64")
+    assert v.passed is False and "not at a stationary point" in v.reason
+
+
 @pytest.mark.parametrize(("model", "probe", "reason"), [
     ("tests.test_crash_verdicts:boom", "parity", "crashed: RuntimeError: boom"),
     ("tests.test_crash_verdicts:vector", "conservativeness", "crashed: ModelOutputError: model 'vector' energy"),

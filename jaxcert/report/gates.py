@@ -62,6 +62,12 @@ REFERENCE: dict[str, dict[str, float]] = {
     "lam": {"d": 1e-4},
 }
 
+#: zero_modes' relaxation target is 1e-3 eV/Å; the exact gate's floors scale with the residual force it reached, a
+#: linear-response correction that holds for a small residual only.  A relaxation that stopped above this
+#: (eV/Å, ten times the target) reached no stationary point, where alone the identity holds: the exact gate fails
+#: it (a non-conservative force never relaxes), instead of widening every tolerance with the residual force.
+ZERO_MODES_FMAX_JUDGED = 1e-2
+
 #: the safety factor K of each exact threshold K·ε·S (docs/probes.md §3.1 gives the largest clean value in ε·S)
 EXACT_K: dict[str, float] = {
     "conservativeness": 1e4, "betti": 1e4, "trimer": 1e4, "equivariance": 1e4, "parity": 1e4,
@@ -281,6 +287,13 @@ def _zero_modes(defect, det, profile, eps):
                    f"{count}){why}")
     if neg:
         bad.append(f"{neg} negative mode{'s' if neg > 1 else ''}: the relaxation stopped at a saddle, not a minimum")
+    if profile == "exact":
+        fmax = _f(det.get("relax_fmax_reached"))
+        stopped = det.get("relax_converged") is not None and not bool(det.get("relax_converged"))
+        if stopped and not (np.isfinite(fmax) and fmax <= ZERO_MODES_FMAX_JUDGED):
+            text += f"; the relaxation reached fmax ≤ {_g(ZERO_MODES_FMAX_JUDGED)} eV/Å"
+            bad.append(f"the relaxation stopped at fmax = {_g(fmax)} eV/Å, not at a stationary point, where alone "
+                       "rigid motions are zero modes (a force that is not a gradient never relaxes)")
     return not bad, text + soft, "; ".join(bad) if bad else None
 
 
