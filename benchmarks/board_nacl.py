@@ -24,7 +24,6 @@ import argparse
 import datetime
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -41,7 +40,7 @@ def _one(spec: str, defects: list[str], max_batch: str | None, dtype: str) -> No
         jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
 
-    from jaxcert.core.device import device_name, hardware
+    from jaxcert.core.device import device_name, hardware, peak_memory
     from jaxcert.probes.throughput import nacl_rate
     from jaxcert.specs import load_model
 
@@ -52,7 +51,7 @@ def _one(spec: str, defects: list[str], max_batch: str | None, dtype: str) -> No
     out["model_load_s"] = load_s
     out["device"] = device_name()
     out["hardware"] = hardware()
-    out["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    out["peak_rss_bytes"] = peak_memory()["host_rss_bytes"]  # this process: the measurement alone
     print("NACL " + json.dumps(out), flush=True)
 
 
